@@ -1,0 +1,29 @@
+# Two entry points: `make demo` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench-clean bench-near java
+
+$(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory java
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@touch $(STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required: apt-get install openjdk-17-jre-headless (see README)"; exit 1; }
+	@java -version 2>&1 | grep -qE 'version "(17|21)' || { echo "Java 17 or 21 is required; found: $$(java -version 2>&1 | head -1)"; exit 1; }
+
+demo: $(STAMP)
+	$(BIN)/corpusclean demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -1,0 +1,28 @@
+"""Errors that end a job with a one-line message and a documented exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_REJECTED = 3
+
+
+class CorpusCleanError(Exception):
+    """Bad input, bad config or a failed step: the job exits 1 with this one-line message."""
+
+    exit_code = EXIT_ERROR
+
+
+class ConfigError(CorpusCleanError):
+    """A config file or override that names an unknown key or holds a value out of range."""
+
+
+class InputError(CorpusCleanError):
+    """Input that is missing, unreadable or does not satisfy the raw-docs contract."""
+
+
+class RejectedError(CorpusCleanError):
+    """A gate or quality check refused the run: exit 3, nothing published."""
+
+    exit_code = EXIT_REJECTED
