@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from corpusclean.jobs.errors import ConfigError
 
@@ -91,12 +99,15 @@ class NearDedupSection(Section):
     def _bands_fit(self) -> NearDedupSection:
         if (self.bands is None) != (self.rows is None):
             raise ValueError("near_dedup.bands and near_dedup.rows are set together or not at all")
-        if self.bands is not None and self.rows is not None:
-            if self.bands * self.rows > self.num_perm:
-                raise ValueError(
-                    f"near_dedup.bands x near_dedup.rows = {self.bands * self.rows} exceeds "
-                    f"near_dedup.num_perm = {self.num_perm}"
-                )
+        if (
+            self.bands is not None
+            and self.rows is not None
+            and (self.bands * self.rows > self.num_perm)
+        ):
+            raise ValueError(
+                f"near_dedup.bands x near_dedup.rows = {self.bands * self.rows} exceeds "
+                f"near_dedup.num_perm = {self.num_perm}"
+            )
         return self
 
 

@@ -50,9 +50,7 @@ def local_files(path: str) -> list[Path]:
         if m.is_dir():
             for root, dirs, names in os.walk(m):
                 dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                files += [
-                    Path(root, n) for n in sorted(names) if not n.startswith((".", "_"))
-                ]
+                files += [Path(root, n) for n in sorted(names) if not n.startswith((".", "_"))]
         elif m.is_file():
             files.append(m)
     return files

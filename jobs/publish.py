@@ -8,6 +8,7 @@ leaves the published folder as it was and keeps its staging folder for inspectio
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime as dt
 import errno
@@ -109,10 +110,8 @@ class Publisher:
         return self.output
 
     def _cleanup_runs_dir(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.runs_dir.rmdir()  # only when no rejected run is kept there
-        except OSError:
-            pass
 
     def discard(self) -> None:
         """Remove the staging folder (a run that failed before producing anything useful)."""

@@ -1,0 +1,516 @@
+"""`corpusclean clean`: raw documents -> gated, audited, atomically published clean corpus.
+
+The job reads the input once for every statistic and every feature that needs the text
+(missing-value counts ride along as a Spark observation; the normalised-text hash and MinHash
+signatures come out of one Arrow pass), stages that narrow frame, makes every dedup decision on
+it, and joins the decisions back to the full rows only once, for the final write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyspark.sql.functions as F
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql.types import NumericType, StringType, TimestampType
+
+from corpusclean import __version__
+from corpusclean.jobs import log
+from corpusclean.jobs.config import CleanConfig, dump_config, load_config
+from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
+from corpusclean.jobs.paths import check_output_vs_input, detect_format
+from corpusclean.jobs.publish import Publisher
+from corpusclean.jobs.report import write_reports
+from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.jobs.session import build_session
+from corpusclean.pipelines.content import FeatureSpec, compute_content_features
+from corpusclean.pipelines.dedup import (
+    ROW_ID,
+    STAGE,
+    apply_near_clusters,
+    build_duplicates_table,
+    mark_doc_id_duplicates,
+    mark_exact_duplicates,
+    stage_funnel_aggregates,
+    start_stages,
+    survivor_order,
+)
+from corpusclean.pipelines.missing import (
+    impute_with_medians,
+    missing_value_aggregates,
+    summarise_missing,
+)
+from corpusclean.pipelines.rules import REASON, TEXT_LEN, mark_row_rules
+
+JOB = "clean"
+ROW_HASH = "_row_hash"
+
+
+@dataclass
+class Stage:
+    """One line of the report's funnel."""
+
+    name: str
+    rows_in: int | None
+    rows_out: int | None
+    seconds: float
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class Run:
+    """What one run of the job learns as it goes; becomes report.json."""
+
+    run_id: str
+    input_path: str
+    output_path: str
+    config: CleanConfig
+    stages: list[Stage] = field(default_factory=list)
+    columns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    flagged: list[str] = field(default_factory=list)
+    medians: dict[str, float] = field(default_factory=dict)
+    input_rows: int = 0
+    output_rows: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    removed: dict[str, int] = field(default_factory=dict)
+    near: dict[str, Any] = field(default_factory=dict)
+    audit: dict[str, Any] | None = None
+    gate_passed: bool | None = None
+    started: float = field(default_factory=time.time)
+
+    def stage(self, stage: Stage) -> None:
+        self.stages.append(stage)
+        rows = f"{log.fmt_rows(stage.rows_in)} -> {log.fmt_rows(stage.rows_out)} rows"
+        note = f" ({stage.note})" if stage.note else ""
+        log.info(JOB, f"{stage.name:<10} {rows} in {stage.seconds:.1f}s{note}")
+
+
+def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
+    """The raw documents as a DataFrame (Parquet file/folder/glob or JSON Lines, .gz too)."""
+    try:
+        if fmt == "parquet":
+            return spark.read.parquet(path)
+        return spark.read.option("mode", "FAILFAST").json(path)
+    except Exception as exc:  # Spark's AnalysisException for a path it cannot read
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"cannot read {fmt} input {path}: {first}") from exc
+
+
+def check_schema(df: DataFrame, cfg: CleanConfig, path: str) -> None:
+    """The raw-docs contract: id and text columns exist and are strings; configured columns fit."""
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    have = ", ".join(fields) or "none"
+    for key, name in (("columns.id", cfg.columns.id), ("columns.text", cfg.columns.text)):
+        if name not in fields:
+            raise InputError(
+                f"input {path} has no column {name!r} (its columns: {have}); set {key}=NAME"
+            )
+        if not isinstance(fields[name], StringType):
+            raise InputError(
+                f"input {path}: column {name!r} ({key}) must be a string, "
+                f"found {fields[name].simpleString()}"
+            )
+    for name in cfg.missing.numeric:
+        if name not in fields:
+            raise ConfigError(f"missing.numeric names column {name!r}, which the input lacks")
+        if not isinstance(fields[name], NumericType):
+            raise ConfigError(
+                f"missing.numeric.{name}: column is {fields[name].simpleString()}, not numeric"
+            )
+    for key, keep in (
+        ("doc_id_dedup.keep", cfg.doc_id_dedup.keep),
+        ("exact_dedup.keep", cfg.exact_dedup.keep),
+        ("near_dedup.keep", cfg.near_dedup.keep),
+    ):
+        if keep == "longest":
+            continue
+        name = cfg.columns.timestamp if keep == "newest" else keep
+        if name not in fields:
+            raise ConfigError(f"{key}={keep} needs column {name!r}, which the input lacks")
+        dtype = fields[name]
+        ok = (
+            isinstance(dtype, TimestampType | NumericType)
+            if keep == "newest"
+            else (isinstance(dtype, NumericType))
+        )
+        if not ok:
+            raise ConfigError(f"{key}={keep}: column {name!r} is {dtype.simpleString()}")
+
+
+def _order_columns(cfg: CleanConfig) -> list[str]:
+    cols: list[str] = []
+    for keep in (cfg.doc_id_dedup.keep, cfg.exact_dedup.keep, cfg.near_dedup.keep):
+        name = cfg.columns.timestamp if keep == "newest" else None if keep == "longest" else keep
+        if name and name not in cols:
+            cols.append(name)
+    return cols
+
+
+def _minhash_params(cfg: CleanConfig) -> Any:
+    from corpusclean.pipelines.minhash import MinHashParams, optimal_bands
+
+    nd = cfg.near_dedup
+    if nd.bands is None or nd.rows is None:
+        bands, rows = optimal_bands(
+            nd.threshold, nd.num_perm, nd.false_positive_weight, 1 - nd.false_positive_weight
+        )
+    else:
+        bands, rows = nd.bands, nd.rows
+    return MinHashParams(
+        num_perm=nd.num_perm,
+        seed=nd.seed,
+        tokenizer=nd.tokenizer,
+        ngram=nd.ngram,
+        char_ngram=nd.char_ngram,
+        bands=bands,
+        rows=rows,
+    )
+
+
+def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -> Run:
+    """Run the whole job; returns the run's facts. Raises RejectedError when a gate refuses."""
+    fmt = detect_format(input_path, cfg.input.format)
+    check_output_vs_input([input_path], output)
+    publisher = Publisher(output, JOB)
+    staging = publisher.prepare()
+    work = staging / "_work"
+    run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg)
+    log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
+    try:
+        _execute(spark, run, fmt, staging, work, cfg)
+    except RejectedError:
+        raise
+    except BaseException:
+        # A crash leaves nothing half-published; its staging is of no use to anyone.
+        publisher.discard()
+        raise
+    shutil.rmtree(work, ignore_errors=True)
+    publisher.publish()
+    log.info(JOB, f"published {run.output_rows:,} docs to {output}")
+    return run
+
+
+def _execute(
+    spark: SparkSession, run: Run, fmt: str, staging: Path, work: Path, cfg: CleanConfig
+) -> None:
+    id_col, text_col = cfg.columns.id, cfg.columns.text
+    raw = read_input(spark, run.input_path, fmt)
+    check_schema(raw, cfg, run.input_path)
+    input_cols = raw.columns
+
+    # The row key is only a join key inside this run (the same plan reads the same splits);
+    # every survivor is chosen by content ordering, never by it.
+    drop_numeric = [c for c, how in cfg.missing.numeric.items() if how == "drop"]
+    median_cols = [c for c, how in cfg.missing.numeric.items() if how == "median"]
+    marked = (
+        raw.withColumn(ROW_ID, F.monotonically_increasing_id())
+        .withColumn(ROW_HASH, F.xxhash64(*[F.col(f"`{c}`") for c in input_cols]))
+        .transform(
+            lambda d: mark_row_rules(
+                d, id_col, text_col, cfg.rules.min_chars, cfg.rules.max_chars, drop_numeric
+            )
+        )
+    )
+
+    # Pass 1: every statistic and feature that needs the full rows, in one scan.
+    t0 = time.perf_counter()
+    stats = Observation("missing")
+    observed = marked.observe(stats, *missing_value_aggregates(raw.schema, median_cols))
+    minhash = _minhash_params(cfg) if cfg.near_dedup.enabled else None
+    narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, *_order_columns(cfg)]
+    features = observed.select(*[F.col(f"`{c}`") for c in dict.fromkeys(narrow)], text_col)
+    spec = FeatureSpec(text_col=text_col, valid_col=REASON, minhash=minhash)
+    features.transform(lambda d: compute_content_features(d, spec)).write.mode("overwrite").parquet(
+        str(work / "features")
+    )
+    metrics = stats.get
+    run.input_rows = int(metrics["__rows"])
+    if run.input_rows == 0:
+        raise InputError(f"input {run.input_path} holds no rows")
+    run.columns = summarise_missing(metrics, raw.schema, cfg.missing.review_threshold)
+    run.medians = {
+        c: float(metrics[f"{c}__median"])
+        for c in median_cols
+        if metrics.get(f"{c}__median") is not None
+    }
+    run.flagged = [name for name, col in run.columns.items() if col["flagged"]]
+    run.stage(
+        Stage(
+            "read",
+            None,
+            run.input_rows,
+            time.perf_counter() - t0,
+            "one pass: stats, rules, features",
+        )
+    )
+    for name in run.flagged:
+        c = run.columns[name]
+        log.warn(
+            JOB,
+            f"column {name!r} is {c['missing_rate']:.1%} missing (null {c['null_rate']:.1%}, "
+            f"blank {c['empty_rate']:.1%}) > {cfg.missing.review_threshold:.0%}: "
+            "flagged for manual review",
+        )
+
+    # Decisions on the narrow frame.
+    t1 = time.perf_counter()
+    feats = spark.read.parquet(str(work / "features"))
+    light = feats.drop(*[c for c in ("_minhash", "_bands", "_shingles") if c in feats.columns])
+    decided = light.transform(start_stages).transform(
+        lambda d: mark_doc_id_duplicates(d, id_col, survivor_order(cfg.doc_id_dedup.keep, id_col))
+    )
+    if cfg.exact_dedup.enabled:
+        decided = decided.transform(
+            lambda d: mark_exact_duplicates(
+                d, id_col, survivor_order(cfg.exact_dedup.keep, id_col, row_hash_col=None)
+            )
+        )
+    else:
+        decided = decided.withColumn("_exact_cluster", F.lit(None).cast("string"))
+    decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+    dedup_seconds = time.perf_counter() - t1
+
+    if cfg.near_dedup.enabled:
+        from corpusclean.jobs.near import run_near_dedup
+
+        t2 = time.perf_counter()
+        live = decided.filter(F.col(STAGE).isNull()).select(ROW_ID)
+        candidates = feats.join(live, ROW_ID, "left_semi")
+        clusters, run.near = run_near_dedup(spark, candidates, id_col, minhash, cfg, work / "near")
+        decided = decided.transform(lambda d: apply_near_clusters(d, clusters, id_col))
+        near_seconds = time.perf_counter() - t2
+    else:
+        near_seconds = 0.0
+        run.near = {"enabled": False, "ran": False}
+
+    # Materialise the final decisions once: the funnel, the duplicates table and the final
+    # join all read them.
+    t3 = time.perf_counter()
+    decided.write.mode("overwrite").parquet(str(work / "decisions"))
+    decided.unpersist()
+    decisions = spark.read.parquet(str(work / "decisions"))
+    funnel = decisions.agg(*stage_funnel_aggregates()).first()
+    assert funnel is not None
+    reasons = {
+        r[REASON]: int(r["n"])
+        for r in decisions.filter(F.col(REASON).isNotNull())
+        .groupBy(REASON)
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    }
+    run.rejected = dict(sorted(reasons.items()))
+    run.removed = {s: int(funnel[s] or 0) for s in ("rules", "doc_id", "exact", "near")}
+    decide_seconds = time.perf_counter() - t3
+    n = run.input_rows
+    after_rules = n - run.removed["rules"]
+    after_docid = after_rules - run.removed["doc_id"]
+    after_exact = after_docid - run.removed["exact"]
+    after_near = after_exact - run.removed["near"]
+    run.output_rows = after_near
+    run.stage(Stage("rules", n, after_rules, 0.0, "computed in the read pass"))
+    run.stage(Stage("doc_id", after_rules, after_docid, dedup_seconds + decide_seconds))
+    run.stage(
+        Stage(
+            "exact",
+            after_docid,
+            after_exact,
+            0.0,
+            "computed with doc_id" if cfg.exact_dedup.enabled else "disabled",
+        )
+    )
+    run.stage(
+        Stage(
+            "near",
+            after_exact,
+            after_near,
+            near_seconds,
+            None if cfg.near_dedup.enabled else "disabled",
+        )
+    )
+
+    # Write the staged output (a rejected run keeps it for inspection).
+    t4 = time.perf_counter()
+    full = marked
+    kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
+    data = (
+        full.join(kept, ROW_ID, "left_semi")
+        .transform(lambda d: impute_with_medians(d, run.medians))
+        .select(*[F.col(f"`{c}`") for c in input_cols])
+        .sortWithinPartitions(id_col)
+    )
+    data.write.parquet(str(staging / "data"))
+    (
+        full.filter(F.col(REASON).isNotNull())
+        .select(
+            *[F.col(f"`{c}`") for c in input_cols],
+            F.col(REASON).alias("reject_reason"),
+            F.lit("rules").alias("reject_stage"),
+        )
+        .write.parquet(str(staging / "rejected"))
+    )
+    build_duplicates_table(decisions, id_col).sortWithinPartitions(
+        "cluster_id", "doc_id"
+    ).write.parquet(str(staging / "duplicates"))
+    run.stage(Stage("write", after_near, after_near, time.perf_counter() - t4))
+
+    # Gate, then audit, then (in the caller) publish.
+    retention = run.output_rows / run.input_rows
+    run.gate_passed = retention >= cfg.gate.min_retention
+    run.stage(
+        Stage(
+            "gate",
+            after_near,
+            after_near if run.gate_passed else 0,
+            0.0,
+            f"retention {retention:.2%} vs min {cfg.gate.min_retention:.0%}",
+        )
+    )
+    if run.gate_passed:
+        run.audit = _audit(spark, run, staging, cfg)
+    report_path = write_reports(staging, report_dict(spark, run))
+    if not run.gate_passed:
+        raise RejectedError(
+            f"retention {retention:.2%} is below gate.min_retention "
+            f"{cfg.gate.min_retention:.0%} ({run.output_rows:,} of {run.input_rows:,} rows kept); "
+            f"nothing published; staged output and report kept at {staging} ({report_path.name})"
+        )
+    if run.audit is not None and not run.audit.get("passed", True):
+        failed = [
+            f"{c['name']}({c.get('column') or '-'})"
+            for c in run.audit.get("checks", [])
+            if not c.get("success") and c.get("severity") == "critical"
+        ]
+        raise RejectedError(
+            f"audit failed: {', '.join(failed) or 'critical check'}; nothing published; "
+            f"staged output and report kept at {staging}"
+        )
+
+
+def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> dict[str, Any]:
+    """The clean_docs quality suite on the staged output (write-audit-publish)."""
+    try:
+        from corpusclean.jobs.quality import audit_clean_output
+    except ModuleNotFoundError:
+        return {"ran": False, "reason": "quality module not installed"}
+    t = time.perf_counter()
+    langs: list[str] = []
+    params: dict[str, object] = {
+        "id_column": cfg.columns.id,
+        "text_column": cfg.columns.text,
+        "min_chars": cfg.rules.min_chars,
+        "max_chars": cfg.rules.max_chars,
+        "rows_in": run.input_rows,
+        "rows_out": run.output_rows,
+        "min_retention": cfg.gate.min_retention,
+        "allowed_langs": langs,
+        "missing_rates": {k: v["missing_rate"] for k, v in run.columns.items()},
+        "review_threshold": cfg.missing.review_threshold,
+    }
+    result = audit_clean_output(spark, str(staging), params)
+    result.setdefault("ran", True)
+    verdict = "passed" if result.get("passed") else "FAILED"
+    run.stage(Stage("audit", run.output_rows, run.output_rows, time.perf_counter() - t, verdict))
+    return result
+
+
+def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
+    """report.json: the run's funnel, column health, near-dedup figures and resolved config."""
+    cfg = run.config
+    retention = run.output_rows / run.input_rows if run.input_rows else 0.0
+    return {
+        "tool": "corpusclean",
+        "version": __version__,
+        "job": JOB,
+        "run_id": run.run_id,
+        "input": run.input_path,
+        "output": run.output_path,
+        "input_rows": run.input_rows,
+        "output_rows": run.output_rows,
+        "retention": round(retention, 6),
+        "gate": {"min_retention": cfg.gate.min_retention, "passed": bool(run.gate_passed)},
+        "stages": [s.as_dict() for s in run.stages],
+        "rejected": run.rejected,
+        "removed": run.removed,
+        "columns": run.columns,
+        "flagged_columns": run.flagged,
+        "imputed_medians": run.medians,
+        "near_dedup": run.near,
+        "audit": run.audit,
+        "config": cfg.model_dump(mode="json"),
+        "spark": {
+            "version": spark.version,
+            "master": spark.sparkContext.master,
+            "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+        },
+        "seconds": round(time.time() - run.started, 3),
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Arguments of `corpusclean clean` (and `spark-submit jobs/clean.py`)."""
+    parser = new_parser(JOB, "Clean and deduplicate raw documents into a gated, published output.")
+    parser.add_argument(
+        "--input", help="Parquet or JSON Lines: file, folder, glob, hdfs://, s3a://"
+    )
+    parser.add_argument("--output", help="folder to publish into (replaced atomically on success)")
+    parser.add_argument("--config", help="YAML run config (same layout as conf/default.yaml)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set near_dedup.threshold=0.85 (repeatable)",
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the resolved config and exit"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`corpusclean clean --input PATH --output DIR [--config F] [--set k=v]...`."""
+    parser = build_parser()
+
+    def body(args: argparse.Namespace) -> int:
+        cfg = load_config(CleanConfig, "default", args.config, args.set)
+        if args.print_config:
+            sys.stdout.write(dump_config(cfg))
+            return 0
+        if not args.input or not args.output:
+            parser.error("--input and --output are required (or --print-config)")
+        spark = build_session("corpusclean-clean", cfg.spark)
+        run = clean(spark, args.input, args.output, cfg)
+        summary = {
+            "input_rows": run.input_rows,
+            "output_rows": run.output_rows,
+            "retention": round(run.output_rows / run.input_rows, 4),
+            "removed": run.removed,
+        }
+        print(json.dumps(summary))
+        return 0
+
+    return run_job(JOB, parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""report.json and report.html: the same facts for scripts and for people.
+
+The HTML page is self-contained (inline CSS and SVG charts, no scripts, no network), so it
+renders on an air-gapped cluster and in CI artifacts alike.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON through a temporary file and a rename, so a reader never sees half of it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", "utf-8")
+    os.replace(tmp, path)
+
+
+def write_reports(folder: Path, report: dict[str, Any]) -> Path:
+    """Write `report.json` and `report.html` into `folder`; returns the JSON's path."""
+    path = folder / "report.json"
+    write_json_atomic(path, report)
+    (folder / "report.html").write_text(render_html(report), "utf-8")
+    return path
+
+
+def _bar_chart(rows: list[tuple[str, float, str]], width: int = 640, unit: str = "") -> str:
+    """A horizontal bar chart: (label, value, colour) rows, scaled to the largest value."""
+    if not rows:
+        return ""
+    bar_h, gap, label_w = 22, 6, 170
+    top = max(v for _, v, _ in rows) or 1.0
+    height = len(rows) * (bar_h + gap) + gap
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" class="chart">'
+    ]
+    for i, (label, value, colour) in enumerate(rows):
+        y = gap + i * (bar_h + gap)
+        w = max(1.0, (width - label_w - 90) * value / top)
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
+            f'<text x="{label_w + w + 6:.1f}" y="{y + 15}">{value:,.4g}{unit}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _rate_chart(columns: dict[str, dict[str, Any]], threshold: float) -> str:
+    """Missing rate per column with the review threshold drawn as a line."""
+    if not columns:
+        return ""
+    width, bar_h, gap, label_w = 640, 18, 5, 170
+    plot_w = width - label_w - 70
+    height = len(columns) * (bar_h + gap) + gap + 16
+    x_t = label_w + plot_w * threshold
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" class="chart">'
+    ]
+    for i, (name, col) in enumerate(columns.items()):
+        y = gap + i * (bar_h + gap)
+        rate = float(col.get("missing_rate", 0.0))
+        colour = "#c0392b" if col.get("flagged") else "#2e86c1"
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end">{html.escape(name)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{max(1.0, plot_w * rate):.1f}" '
+            f'height="{bar_h}" fill="{colour}"/>'
+            f'<text x="{label_w + plot_w * rate + 6:.1f}" y="{y + 13}">{rate:.1%}</text>'
+        )
+    parts.append(
+        f'<line x1="{x_t:.1f}" x2="{x_t:.1f}" y1="0" y2="{height - 14}" stroke="#555" '
+        f'stroke-dasharray="4 3"/><text x="{x_t:.1f}" y="{height - 2}" text-anchor="middle">'
+        f"review {threshold:.0%}</text></svg>"
+    )
+    return "".join(parts)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The human report of a clean run."""
+    gate = report.get("gate", {})
+    passed = gate.get("passed")
+    audit = report.get("audit") or {}
+    verdict = "PUBLISHED" if passed and audit.get("passed", True) else "REJECTED"
+    stages = report.get("stages", [])
+    funnel = [
+        (s["name"], float(s["rows_out"] or 0), "#2e86c1")
+        for s in stages
+        if s.get("rows_out") is not None
+        and s["name"] in ("read", "rules", "doc_id", "exact", "near")
+    ]
+    removed = report.get("removed", {})
+    near = report.get("near_dedup") or {}
+    cfg = report.get("config", {})
+    threshold = float(cfg.get("missing", {}).get("review_threshold", 0.3))
+    near_rows = [[k, v] for k, v in near.items() if not isinstance(v, dict | list)]
+    sections = [
+        f"<h1>corpusclean clean <span class='{verdict.lower()}'>{verdict}</span></h1>",
+        _table(
+            ["run", "input rows", "output rows", "retention", "gate", "seconds"],
+            [
+                [
+                    report.get("run_id"),
+                    report.get("input_rows"),
+                    report.get("output_rows"),
+                    f"{report.get('retention', 0):.2%}",
+                    f"min {gate.get('min_retention', 0):.0%}: {'pass' if passed else 'fail'}",
+                    report.get("seconds"),
+                ]
+            ],
+        ),
+        "<h2>Funnel</h2>",
+        _bar_chart(funnel),
+        _table(
+            ["stage", "rows in", "rows out", "seconds", "note"],
+            [
+                [s["name"], s.get("rows_in"), s.get("rows_out"), s.get("seconds"), s.get("note")]
+                for s in stages
+            ],
+        ),
+        "<h2>Removed by stage</h2>",
+        _bar_chart([(k, float(v), "#c0392b") for k, v in removed.items()]),
+        "<h2>Rejected by rule</h2>",
+        _table(["reason", "rows"], [[k, v] for k, v in report.get("rejected", {}).items()]),
+        "<h2>Missing values</h2>",
+        _rate_chart(report.get("columns", {}), threshold),
+        _table(
+            ["column", "type", "null rate", "blank rate", "flagged"],
+            [
+                [k, c.get("type"), c.get("null_rate"), c.get("empty_rate"), c.get("flagged")]
+                for k, c in report.get("columns", {}).items()
+            ],
+        ),
+        "<h2>Near-dedup</h2>",
+        _table(["figure", "value"], near_rows),
+    ]
+    if audit.get("checks"):
+        sections += [
+            "<h2>Audit</h2>",
+            _table(
+                ["check", "column", "severity", "observed", "result"],
+                [
+                    [
+                        c.get("name"),
+                        c.get("column"),
+                        c.get("severity"),
+                        c.get("observed"),
+                        "pass" if c.get("success") else "FAIL",
+                    ]
+                    for c in audit["checks"]
+                ],
+            ),
+        ]
+    sections += ["<h2>Config</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:2em;max-width:60em;color:#222}"
+        "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+        "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}"
+        "th{background:#f3f3f3}.chart text{font-size:12px}"
+        ".published{color:#1e8449}.rejected{color:#c0392b}pre{background:#f7f7f7;padding:1em}"
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>corpusclean report {html.escape(str(report.get('run_id')))}</title>"
+        f"<style>{style}</style></head><body>" + "\n".join(sections) + "</body></html>\n"
+    )

@@ -1,0 +1,379 @@
+"""`corpusclean sample`: a synthetic corpus with duplicates of every kind and their ground truth.
+
+The corpus mixes English-like and Chinese-like documents with long-tailed lengths (roughly 200
+to 20,000 characters), realistic metadata, and injected trouble whose answer is known:
+
+- `doc_id`: a second row under an existing doc_id (a truncated or re-crawled copy);
+- `exact`: the same text under a new id, with case and whitespace changed;
+- `near`: the same text with token substitutions at a target shingle Jaccard (0.95 ... 0.5);
+- `junk`: null or blank ids and texts, and texts shorter than any sane `rules.min_chars`.
+
+Everything is vectorised with numpy and pyarrow per chunk of documents, and every chunk is
+seeded from (seed, chunk index), so the same arguments give the same files on any machine.
+The truth, one row per corpus row in corpus order, is written to `_truth.parquet` beside the
+data files (Spark skips `_` files when it reads the folder).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpusclean.jobs import log
+from corpusclean.jobs.errors import InputError
+from corpusclean.jobs.runner import new_parser, run_job
+
+JOB = "sample"
+CHUNK_DOCS = 50_000
+TRUTH_FILE = "_truth.parquet"
+
+# Shingle Jaccard targets of injected near-duplicates: three above the default 0.8 threshold
+# (the ones near-dedup must find), two below (hard negatives it must leave alone).
+NEAR_LEVELS = np.array([0.95, 0.9, 0.85, 0.7, 0.5])
+NEAR_NGRAM = 5
+
+SOURCES = np.array(["common-crawl", "wikipedia", "books", "news", "forums"])
+SOURCE_P = np.array([0.55, 0.15, 0.1, 0.12, 0.08])
+TS_START = 1_420_070_400  # 2015-01-01
+TS_END = 1_767_225_600  # 2026-01-01
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Fractions of the rows that are each kind of injected trouble (the rest are originals)."""
+
+    doc_id_dup: float = 0.03
+    exact_dup: float = 0.05
+    near_dup: float = 0.08
+    junk: float = 0.02
+    chinese: float = 0.2
+
+
+def _vocabulary(rng: np.random.Generator, size: int = 40_000) -> tuple[pa.Array, np.ndarray]:
+    """Pseudo-English words from syllables, with Zipf-like sampling weights (as a CDF)."""
+    onsets = np.array([*"bcdfghjklmnprstvwyz", "th", "st", "ch", "sh", "tr", "pl", "gr"])
+    vowels = np.array(["a", "e", "i", "o", "u", "ea", "ou", "io", "ai"])
+    codas = np.array(["", "", "n", "r", "s", "t", "l", "nd", "st", "ng", "rt", "m"])
+    n_syll = rng.choice([1, 2, 2, 3, 3, 4], size=size)
+    words: list[str] = []
+    seen: set[str] = set()
+    for k in n_syll.tolist():
+        while True:
+            w = "".join(
+                onsets[rng.integers(len(onsets))]
+                + vowels[rng.integers(len(vowels))]
+                + codas[rng.integers(len(codas))]
+                for _ in range(k)
+            )
+            if w not in seen:
+                seen.add(w)
+                words.append(w)
+                break
+            k += 1  # short words run out: a taken one grows a syllable
+    ranks = np.arange(1, size + 1, dtype=np.float64)
+    weights = 1.0 / (ranks + 2.7) ** 1.07
+    return pa.array(words, pa.string()), _lookup_table(np.cumsum(weights) / weights.sum())
+
+
+def _hanzi(rng: np.random.Generator, size: int = 3_500) -> tuple[pa.Array, np.ndarray]:
+    """Common-range Han characters plus punctuation, with Zipf-like weights (as a CDF)."""
+    codes = rng.choice(np.arange(0x4E00, 0x9FA5), size=size, replace=False)
+    chars = [chr(int(c)) for c in codes] + ["，", "。", "、"]
+    weights = 1.0 / (np.arange(1, size + 1, dtype=np.float64) + 5.0) ** 0.9
+    # Punctuation is frequent but never dominant.
+    weights = np.concatenate([weights / weights.sum() * 0.9, [0.06, 0.03, 0.01]])
+    return pa.array(chars, pa.string()), _lookup_table(np.cumsum(weights) / weights.sum())
+
+
+def _lookup_table(cdf: np.ndarray, bits: int = 20) -> np.ndarray:
+    """Token ids by quantile: drawing a uniform index into it samples from `cdf`.
+
+    A gather from this table is ~20x faster than `searchsorted` per token, at the cost of
+    rounding each probability to a multiple of 2^-20 (the rarest words are slightly off).
+    """
+    points = (np.arange(1 << bits, dtype=np.float64) + 0.5) / (1 << bits)
+    return np.searchsorted(cdf, points, side="right").clip(0, len(cdf) - 1).astype(np.int32)
+
+
+def _draw(rng: np.random.Generator, table: np.ndarray, n: int) -> np.ndarray:
+    return table[rng.integers(0, len(table), n)]
+
+
+def _lengths(rng: np.random.Generator, n: int, median: float) -> np.ndarray:
+    """Long-tailed document lengths (log-normal), clipped to 200..20,000 characters."""
+    return np.clip(rng.lognormal(math.log(median), 0.85, n), 200, 20_000)
+
+
+def _substitution_rate(jaccard: np.ndarray, ngram: int = NEAR_NGRAM) -> np.ndarray:
+    """Per-token substitution probability that gives shingle-set Jaccard `jaccard`.
+
+    A shingle survives when none of its n tokens changed: s = (1-p)^n; two sets of equal size
+    sharing a fraction s have J = s / (2 - s), so s = 2J / (1 + J).
+    """
+    survive = 2 * jaccard / (1 + jaccard)
+    return 1 - survive ** (1 / ngram)
+
+
+def _chunk(
+    chunk_index: int, n: int, seed: int, first_id: int, mix: Mix, vocab, hanzi
+) -> tuple[pa.Table, pa.Table]:
+    rng = np.random.default_rng([seed, chunk_index])
+    words, word_cdf = vocab
+    chars, char_cdf = hanzi
+    n_words = len(words)
+    tokens = pa.concat_arrays([words, chars])
+
+    n_junk = round(n * mix.junk)
+    n_docid = round(n * mix.doc_id_dup)
+    n_exact = round(n * mix.exact_dup)
+    n_near = round(n * mix.near_dup)
+    n_orig = n - n_junk - n_docid - n_exact - n_near
+    if n_orig <= 0:
+        raise InputError("--docs is too small for the sample's mix; ask for at least 100")
+
+    is_zh = rng.random(n_orig) < mix.chinese
+    # ~9.5 characters per pseudo-English word with its space; Chinese counts characters directly.
+    n_tok = np.where(
+        is_zh,
+        _lengths(rng, n_orig, 700),
+        _lengths(rng, n_orig, 1_300) / 9.5,
+    ).astype(np.int64)
+    n_tok = np.maximum(n_tok, np.where(is_zh, 200, 34))
+
+    # Token ids of every original, flat, with document offsets.
+    offsets = np.zeros(n_orig + 1, dtype=np.int64)
+    np.cumsum(n_tok, out=offsets[1:])
+    total = int(offsets[-1])
+    doc_of_tok = np.repeat(np.arange(n_orig), n_tok)
+    tok_zh = is_zh[doc_of_tok]
+    tok_ids = np.where(tok_zh, _draw(rng, char_cdf, total), _draw(rng, word_cdf, total)).astype(
+        np.int32
+    )
+
+    # Near-duplicates: copies of chosen originals with substitutions at the target rate.
+    near_src = rng.choice(n_orig, size=n_near, replace=n_near > n_orig)
+    near_level = NEAR_LEVELS[rng.integers(0, len(NEAR_LEVELS), n_near)]
+    near_len = n_tok[near_src]
+    near_off = np.zeros(n_near + 1, dtype=np.int64)
+    np.cumsum(near_len, out=near_off[1:])
+    near_ids = np.concatenate(
+        [tok_ids[offsets[s] : offsets[s + 1]] for s in near_src]
+        if n_near
+        else [np.empty(0, np.int32)]
+    )
+    near_doc = np.repeat(np.arange(n_near), near_len)
+    near_zh = is_zh[near_src][near_doc]
+    p_sub = _substitution_rate(near_level)[near_doc]
+    hit = rng.random(len(near_ids)) < p_sub
+    zh_hit, en_hit = hit & near_zh, hit & ~near_zh
+    near_ids[zh_hit] = _draw(rng, char_cdf, int(zh_hit.sum()))
+    near_ids[en_hit] = _draw(rng, word_cdf, int(en_hit.sum()))
+
+    def build(ids: np.ndarray, offs: np.ndarray, zh_doc: np.ndarray) -> pa.Array:
+        # One join for both scripts: Chinese tokens index the characters after the words and
+        # join with no separator, English ones with a space.
+        doc = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
+        shifted = np.where(zh_doc[doc], ids + n_words, ids)
+        values = tokens.take(pa.array(shifted))
+        lists = pa.ListArray.from_arrays(pa.array(offs, pa.int32()), values)
+        return pc.binary_join(lists, pa.array(np.where(zh_doc, "", " ").tolist(), pa.string()))
+
+    orig_text = build(tok_ids, offsets, is_zh)
+    near_text = build(near_ids, near_off, is_zh[near_src])
+
+    # Exact duplicates: case and whitespace variants that normalise to the original.
+    exact_src = rng.choice(n_orig, size=n_exact, replace=n_exact > n_orig)
+    exact_text = orig_text.take(pa.array(exact_src))
+    variant = rng.integers(0, 3, n_exact)
+    upper = pc.utf8_upper(exact_text)
+    spaced = pc.replace_substring(exact_text, " ", "  ", max_replacements=50)
+    exact_text = pc.if_else(
+        pa.array(variant == 0), upper, pc.if_else(pa.array(variant == 1), spaced, exact_text)
+    )
+    exact_text = pc.binary_join_element_wise("  ", exact_text, "\t", "")
+
+    # doc_id duplicates: a shorter re-crawl under the same id (so `longest` keeps the original).
+    docid_src = rng.choice(n_orig, size=n_docid, replace=n_docid > n_orig)
+    cut = rng.uniform(0.5, 0.9, n_docid)
+    docid_text = pa.array(
+        [
+            t[: max(1, int(len(t) * c))]
+            for t, c in zip(orig_text.take(pa.array(docid_src)).to_pylist(), cut, strict=True)
+        ],
+        pa.string(),
+    )
+
+    # Junk: null/blank text, null/blank id, and too-short text.
+    junk_kind = rng.integers(0, 5, n_junk)
+    short = [
+        " ".join(words.take(pa.array(_draw(rng, word_cdf, 4))).to_pylist()) for _ in range(n_junk)
+    ]
+    junk_text = pa.array(
+        [
+            None if k == 0 else "   " if k == 1 else short[i] if k == 2 else "x" * 300
+            for i, k in enumerate(junk_kind.tolist())
+        ],
+        pa.string(),
+    )
+
+    orig_ids = [f"d{first_id + i:010d}" for i in range(n_orig)]
+    new_ids = [f"d{first_id + n_orig + i:010d}" for i in range(n_near + n_exact + n_junk)]
+    near_new = new_ids[:n_near]
+    exact_new = new_ids[n_near : n_near + n_exact]
+    junk_new: list[str | None] = list(new_ids[n_near + n_exact :])
+    for i, k in enumerate(junk_kind.tolist()):
+        if k == 3:
+            junk_new[i] = None
+        elif k == 4:
+            junk_new[i] = " "
+
+    ids = orig_ids + [orig_ids[s] for s in docid_src] + list(exact_new) + list(near_new) + junk_new
+    texts = pa.concat_arrays([orig_text, docid_text, exact_text, near_text, junk_text])
+    kind = (
+        ["original"] * n_orig
+        + ["doc_id"] * n_docid
+        + ["exact"] * n_exact
+        + ["near"] * n_near
+        + ["junk"] * n_junk
+    )
+    src_of = np.concatenate(
+        [np.arange(n_orig), docid_src, exact_src, near_src, np.full(n_junk, -1)]
+    ).astype(np.int64)
+    group = [orig_ids[s] if s >= 0 else None for s in src_of.tolist()]
+    similarity = np.concatenate(
+        [
+            np.full(n_orig, np.nan),
+            np.full(n_docid, np.nan),
+            np.ones(n_exact),
+            near_level,
+            np.full(n_junk, np.nan),
+        ]
+    )
+    zh_row = np.concatenate(
+        [is_zh, is_zh[docid_src], is_zh[exact_src], is_zh[near_src], np.zeros(n_junk, bool)]
+    )
+
+    # Metadata, drawn per row; copies inherit the source's site but not its crawl time.
+    source = SOURCES[np.searchsorted(np.cumsum(SOURCE_P), rng.random(n), side="right").clip(0, 4)]
+    ts = rng.integers(TS_START, TS_END, n) * 1_000_000
+    quality = np.round(rng.beta(5, 2, n), 4)
+    quality_null = rng.random(n) < 0.05
+    license_ = np.where(rng.random(n) < 0.92, None, "cc-by-sa-4.0")
+    urls = [
+        None if d is None else f"https://{s}.example.org/{d.strip() or 'unknown'}"
+        for d, s in zip(ids, source.tolist(), strict=True)
+    ]
+
+    order = rng.permutation(n)
+    data = pa.table(
+        {
+            "doc_id": pa.array(ids, pa.string()),
+            "text": texts,
+            "url": pa.array(urls, pa.string()),
+            "source": pa.array(source.tolist(), pa.string()),
+            "lang": pa.array(np.where(zh_row, "zh", "en").tolist(), pa.string()),
+            "timestamp": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "quality": pa.array(quality, pa.float64(), mask=quality_null),
+            "license": pa.array(license_.tolist(), pa.string()),
+        }
+    ).take(pa.array(order))
+    truth = pa.table(
+        {
+            "doc_id": pa.array(ids, pa.string()),
+            "kind": pa.array(kind, pa.string()),
+            "group_id": pa.array(group, pa.string()),
+            "target_similarity": pa.array(similarity, pa.float64(), mask=np.isnan(similarity)),
+        }
+    ).take(pa.array(order))
+    return data, truth
+
+
+def generate(
+    output: str | Path,
+    docs: int,
+    seed: int = 0,
+    mix: Mix | None = None,
+    fmt: str = "parquet",
+) -> dict[str, object]:
+    """Write a sample corpus of `docs` rows to the folder `output`; returns a summary."""
+    if docs < 100:
+        raise InputError(f"--docs {docs}: ask for at least 100 documents")
+    out = Path(output)
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"output {out} exists and is not empty; choose a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    mix = mix or Mix()
+    vocab = _vocabulary(np.random.default_rng([seed, 1_000_003]))
+    hanzi = _hanzi(np.random.default_rng([seed, 1_000_033]))
+    n_chunks = max(1, math.ceil(docs / CHUNK_DOCS))
+    sizes = [docs // n_chunks + (1 if i < docs % n_chunks else 0) for i in range(n_chunks)]
+    truth_writer: pq.ParquetWriter | None = None
+    first = 0
+    counts: dict[str, int] = {}
+    for i, size in enumerate(sizes):
+        data, truth = _chunk(i, size, seed, first, mix, vocab, hanzi)
+        first += size
+        name = f"part-{i:05d}"
+        if fmt == "jsonl":
+            _write_jsonl(data, out / f"{name}.jsonl")
+        else:
+            pq.write_table(data, out / f"{name}.parquet", row_group_size=10_000)
+        if truth_writer is None:
+            truth_writer = pq.ParquetWriter(out / TRUTH_FILE, truth.schema)
+        truth_writer.write_table(truth)
+        for k, c in zip(*np.unique(truth["kind"].to_numpy(False), return_counts=True), strict=True):
+            counts[str(k)] = counts.get(str(k), 0) + int(c)
+    assert truth_writer is not None
+    truth_writer.close()
+    return {"docs": docs, "files": n_chunks, "kinds": counts, "path": str(out)}
+
+
+def _write_jsonl(table: pa.Table, path: Path) -> None:
+    import json
+
+    with path.open("w", encoding="utf-8") as fh:
+        for row in table.to_pylist():
+            if row.get("timestamp") is not None:
+                row["timestamp"] = row["timestamp"].isoformat()
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_truth(path: str | Path) -> pa.Table:
+    """The ground-truth table written beside a sample corpus."""
+    return pq.read_table(Path(path) / TRUTH_FILE)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`corpusclean sample --output PATH --docs N [--seed S] [--format parquet|jsonl]`."""
+    parser = new_parser(JOB, "Write a synthetic corpus with known duplicates and its ground truth.")
+    parser.add_argument("--output", required=True, help="folder to create (must be new or empty)")
+    parser.add_argument("--docs", type=int, required=True, help="number of rows to write")
+    parser.add_argument("--seed", type=int, default=0, help="the same seed gives the same files")
+    parser.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
+
+    def body(args) -> int:
+        start = time.perf_counter()
+        summary = generate(args.output, args.docs, seed=args.seed, fmt=args.format)
+        secs = time.perf_counter() - start
+        kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(summary["kinds"].items()))  # type: ignore[union-attr]
+        log.info(
+            JOB,
+            f"wrote {args.docs:,} docs to {args.output} in {secs:.1f}s "
+            f"({args.docs / secs:,.0f} docs/s): {kinds}; truth in {TRUTH_FILE}",
+        )
+        return 0
+
+    return run_job(JOB, parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Missing-value statistics of every column, as aggregate expressions for one pass."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame
+from pyspark.sql.types import NumericType, StringType, StructType
+
+ROWS = "__rows"
+
+
+def missing_value_aggregates(schema: StructType, medians: Iterable[str] = ()) -> list[Column]:
+    """Aggregates giving, per column, its null count and (strings) its blank count.
+
+    Named `__rows`, `<col>__null`, `<col>__blank` and, for each column in `medians`,
+    `<col>__median` (approximate, 1% relative error). They fit `DataFrame.agg` and
+    `DataFrame.observe` alike, so the counts can ride along with a pass the job makes anyway.
+    """
+    aggs = [F.count(F.lit(1)).alias(ROWS)]
+    for field in schema.fields:
+        col = F.col(f"`{field.name}`")
+        aggs.append(F.sum(col.isNull().cast("long")).alias(f"{field.name}__null"))
+        if isinstance(field.dataType, StringType):
+            blank = (F.trim(col) == F.lit("")).cast("long")
+            aggs.append(F.sum(F.coalesce(blank, F.lit(0))).alias(f"{field.name}__blank"))
+    for name in medians:
+        aggs.append(F.percentile_approx(F.col(f"`{name}`"), 0.5, 100).alias(f"{name}__median"))
+    return aggs
+
+
+def compute_missing_stats(df: DataFrame, medians: Iterable[str] = ()) -> DataFrame:
+    """One row of missing-value counts over all rows of `df` (see `missing_value_aggregates`).
+
+    Reads every column; returns a one-row frame, not `df` with columns added.
+    """
+    return df.agg(*missing_value_aggregates(df.schema, medians))
+
+
+def summarise_missing(
+    row: dict[str, object], schema: StructType, review_threshold: float
+) -> dict[str, dict[str, object]]:
+    """Per column `{null_rate, empty_rate, missing_rate, flagged}` from the aggregate row."""
+    rows = int(row.get(ROWS) or 0)
+    out: dict[str, dict[str, object]] = {}
+    for field in schema.fields:
+        nulls = int(row.get(f"{field.name}__null") or 0)
+        blanks = int(row.get(f"{field.name}__blank") or 0)
+        null_rate = nulls / rows if rows else 0.0
+        empty_rate = blanks / rows if rows else 0.0
+        missing = null_rate + empty_rate
+        out[field.name] = {
+            "type": field.dataType.simpleString(),
+            "nulls": nulls,
+            "blanks": blanks,
+            "null_rate": round(null_rate, 6),
+            "empty_rate": round(empty_rate, 6),
+            "missing_rate": round(missing, 6),
+            "flagged": missing > review_threshold,
+        }
+    return out
+
+
+def numeric_columns(schema: StructType) -> list[str]:
+    """Names of the numeric columns of a schema."""
+    return [f.name for f in schema.fields if isinstance(f.dataType, NumericType)]
+
+
+def impute_with_medians(df: DataFrame, medians: dict[str, float]) -> DataFrame:
+    """Fill nulls of numeric columns with their medians.
+
+    Reads and rewrites each column named in `medians`, keeping its type.
+    """
+    for name, value in medians.items():
+        dtype = df.schema[name].dataType
+        df = df.withColumn(name, F.coalesce(F.col(f"`{name}`"), F.lit(value).cast(dtype)))
+    return df

@@ -1,0 +1,123 @@
+"""Near-duplicate candidates, verification and survivors on Spark.
+
+LSH bands are grouped with map-side combining (each bucket reduces to its size and smallest
+member before any row moves), buckets of one are dropped, and every other bucket links its
+members to that smallest member: k - 1 star edges per bucket of k, never k^2, so a bucket of
+100k boilerplate pages costs 100k edges. Edges are then verified against the signatures, so a
+chance band collision cannot chain unrelated documents into one cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+
+ROW_ID = "_rid"
+BANDS = "_bands"
+MINHASH = "_minhash"
+
+
+def explode_band_keys(df: DataFrame) -> DataFrame:
+    """One row per (document, band): reads `_rid`, `_bands`; returns `band, key, _rid`.
+
+    Documents without a signature (no shingle) have null `_bands` and produce no rows.
+    """
+    return df.filter(F.col(BANDS).isNotNull()).select(
+        F.col(ROW_ID), F.posexplode(F.col(BANDS)).alias("band", "key")
+    )
+
+
+def build_star_edges(band_rows: DataFrame, max_bucket: int = 0) -> DataFrame:
+    """Candidate pairs from shared band keys, as star edges to each bucket's smallest member.
+
+    Reads `band, key, _rid`; returns distinct `src, dst` (src > dst: dst is the bucket's hub).
+    Buckets larger than `max_bucket` (if > 0) are skipped as boilerplate.
+    """
+    buckets = band_rows.groupBy("band", "key").agg(
+        F.count(F.lit(1)).alias("size"), F.min(ROW_ID).alias("hub")
+    )
+    shared = buckets.filter(F.col("size") > 1)
+    if max_bucket > 0:
+        shared = shared.filter(F.col("size") <= max_bucket)
+    return (
+        band_rows.join(shared, ["band", "key"])
+        .filter(F.col(ROW_ID) != F.col("hub"))
+        .select(F.col(ROW_ID).alias("src"), F.col("hub").alias("dst"))
+        .distinct()
+    )
+
+
+def signature_matrix(arr: pa.Array) -> np.ndarray:
+    """A binary column of fixed-width signatures as an (n, num_perm) uint32 view, no copy."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], off_type)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+    return data.view("<u4").reshape(len(arr), -1)
+
+
+def _jaccard_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        sa = signature_matrix(batch.column("sig_src"))
+        sb = signature_matrix(batch.column("sig_dst"))
+        est = (sa == sb).mean(axis=1) if batch.num_rows else np.empty(0)
+        yield pa.RecordBatch.from_pydict(
+            {
+                "src": batch.column("src"),
+                "dst": batch.column("dst"),
+                "jaccard": pa.array(est, pa.float64()),
+            }
+        )
+
+
+def estimate_edge_jaccard(edges: DataFrame, signatures: DataFrame) -> DataFrame:
+    """Attach the signature-estimated Jaccard to every candidate edge.
+
+    Reads `src, dst` of `edges` and `_rid, _minhash` of `signatures`; returns
+    `src, dst, jaccard` (the fraction of equal MinHash slots).
+    """
+    sig = signatures.select(F.col(ROW_ID), F.col(MINHASH))
+    pairs = (
+        edges.join(sig.withColumnsRenamed({ROW_ID: "src", MINHASH: "sig_src"}), "src")
+        .join(sig.withColumnsRenamed({ROW_ID: "dst", MINHASH: "sig_dst"}), "dst")
+        .select("src", "dst", "sig_src", "sig_dst")
+    )
+    schema = StructType(
+        [
+            StructField("src", LongType(), False),
+            StructField("dst", LongType(), False),
+            StructField("jaccard", DoubleType(), False),
+        ]
+    )
+    return pairs.mapInArrow(_jaccard_batches, schema)
+
+
+def choose_cluster_survivors(
+    components: DataFrame, docs: DataFrame, id_col: str, order: list[Column]
+) -> DataFrame:
+    """One survivor per near-duplicate cluster, by explicit ordering.
+
+    Reads `node, component` of `components` and `_rid`, `id_col` and the columns of `order`
+    of `docs`; returns `_rid, cluster_id` (the survivor's doc_id) for every member of every
+    component of two or more.
+    """
+    members = components.select(F.col("node").alias(ROW_ID), F.col("component")).join(docs, ROW_ID)
+    by_comp = Window.partitionBy("component")
+    ordered = by_comp.orderBy(*order)
+    return (
+        members.withColumn("__size", F.count(F.lit(1)).over(by_comp))
+        .filter(F.col("__size") > 1)
+        .withColumn(
+            "cluster_id",
+            F.first(F.col(id_col)).over(
+                ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+            ),
+        )
+        .select(ROW_ID, "cluster_id")
+    )
