@@ -385,8 +385,10 @@ def _execute(
             f"retention {retention:.2%} vs min {cfg.gate.min_retention:.0%}",
         )
     )
-    if run.gate_passed:
+    if run.gate_passed and cfg.audit.enabled:
         run.audit = _audit(spark, run, staging, cfg)
+    elif not cfg.audit.enabled:
+        run.audit = {"ran": False, "reason": "audit.enabled is false"}
     report_path = write_reports(staging, report_dict(spark, run))
     if not run.gate_passed:
         raise RejectedError(
@@ -413,7 +415,6 @@ def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> di
     except ModuleNotFoundError:
         return {"ran": False, "reason": "quality module not installed"}
     t = time.perf_counter()
-    langs: list[str] = []
     params: dict[str, object] = {
         "id_column": cfg.columns.id,
         "text_column": cfg.columns.text,
@@ -422,7 +423,7 @@ def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> di
         "rows_in": run.input_rows,
         "rows_out": run.output_rows,
         "min_retention": cfg.gate.min_retention,
-        "allowed_langs": langs,
+        "allowed_langs": list(cfg.audit.allowed_langs),
         "missing_rates": {k: v["missing_rate"] for k, v in run.columns.items()},
         "review_threshold": cfg.missing.review_threshold,
     }

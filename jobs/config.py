@@ -115,6 +115,11 @@ class GateSection(Section):
     min_retention: float = Field(0.70, ge=0.0, le=1.0)
 
 
+class AuditSection(Section):
+    enabled: bool = True
+    allowed_langs: list[str] = Field(default_factory=list)
+
+
 class CleanConfig(Section):
     """The resolved config of `corpusclean clean`."""
 
@@ -126,6 +131,7 @@ class CleanConfig(Section):
     exact_dedup: DedupSection = Field(default_factory=DedupSection)
     near_dedup: NearDedupSection = Field(default_factory=NearDedupSection)
     gate: GateSection = Field(default_factory=GateSection)
+    audit: AuditSection = Field(default_factory=AuditSection)
     spark: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("spark", mode="before")

@@ -1,0 +1,117 @@
+"""Config loading: defaults, files, overrides, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from corpusclean.jobs.config import CleanConfig, dump_config, load_config, parse_override
+from corpusclean.jobs.errors import ConfigError
+
+
+def test_defaults_match_the_design() -> None:
+    cfg = load_config(CleanConfig, "default")
+    assert cfg.columns.id == "doc_id" and cfg.columns.text == "text"
+    assert cfg.missing.review_threshold == pytest.approx(0.30)
+    assert cfg.gate.min_retention == pytest.approx(0.70)
+    assert cfg.near_dedup.threshold == pytest.approx(0.8)
+    assert cfg.near_dedup.tokenizer == "auto"
+    assert cfg.exact_dedup.enabled and cfg.near_dedup.enabled
+
+
+def test_every_default_key_is_documented_in_the_yaml() -> None:
+    text = Path(__file__).parents[2].joinpath("conf", "default.yaml").read_text()
+    data = yaml.safe_load(text)
+    for section, keys in CleanConfig().model_dump().items():
+        assert section in data, section
+        if isinstance(keys, dict) and section != "spark":
+            for key in keys:
+                assert key in data[section], f"{section}.{key} missing from conf/default.yaml"
+
+
+def test_overrides_are_typed_and_applied_in_order() -> None:
+    cfg = load_config(
+        CleanConfig,
+        "default",
+        overrides=[
+            "near_dedup.threshold=0.9",
+            "near_dedup.threshold=0.85",
+            "exact_dedup.enabled=false",
+            "missing.numeric={quality: median}",
+        ],
+    )
+    assert cfg.near_dedup.threshold == pytest.approx(0.85)
+    assert cfg.exact_dedup.enabled is False
+    assert cfg.missing.numeric == {"quality": "median"}
+
+
+def test_spark_keys_keep_their_dots() -> None:
+    assert parse_override("spark.sql.shuffle.partitions=7") == (
+        ["spark", "sql.shuffle.partitions"],
+        "7",
+    )
+    cfg = load_config(CleanConfig, "default", overrides=["spark.sql.shuffle.partitions=7"])
+    assert cfg.spark == {"sql.shuffle.partitions": "7"}
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("near_dedup.treshold=0.9", "near_dedup.treshold: unknown key"),
+        ("near_dedup.threshold=1.5", "near_dedup.threshold"),
+        ("gate.min_retention=-1", "gate.min_retention"),
+        ("near_dedup.tokenizer=bpe", "near_dedup.tokenizer"),
+        ("near_dedup.keep=not a column", "near_dedup.keep"),
+        ("rules.min_chars=abc", "rules.min_chars"),
+        ("bogus=1", "bogus: unknown key"),
+    ],
+)
+def test_bad_values_name_the_key(override: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        load_config(CleanConfig, "default", overrides=[override])
+
+
+def test_cross_field_rules() -> None:
+    with pytest.raises(ConfigError, match="min_chars"):
+        load_config(CleanConfig, "default", overrides=["rules.min_chars=10", "rules.max_chars=5"])
+    with pytest.raises(ConfigError, match="together"):
+        load_config(CleanConfig, "default", overrides=["near_dedup.bands=4"])
+    with pytest.raises(ConfigError, match="exceeds"):
+        load_config(CleanConfig, "default", overrides=["near_dedup.bands=20", "near_dedup.rows=10"])
+
+
+def test_config_file_then_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "run.yaml"
+    f.write_text("near_dedup:\n  threshold: 0.9\n  ngram: 3\ngate:\n  min_retention: 0.5\n")
+    cfg = load_config(CleanConfig, "default", f, ["near_dedup.ngram=7"])
+    assert cfg.near_dedup.threshold == pytest.approx(0.9)
+    assert cfg.near_dedup.ngram == 7
+    assert cfg.gate.min_retention == pytest.approx(0.5)
+    assert cfg.near_dedup.num_perm == 128  # untouched keys keep their defaults
+
+
+def test_bad_config_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(CleanConfig, "default", tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("near_dedup: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(CleanConfig, "default", bad)
+    seq = tmp_path / "seq.yaml"
+    seq.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(CleanConfig, "default", seq)
+
+
+def test_printed_config_loads_back_to_the_same(tmp_path: Path) -> None:
+    cfg = load_config(CleanConfig, "default", overrides=["near_dedup.seed=7", "spark.x.y=1"])
+    f = tmp_path / "resolved.yaml"
+    f.write_text(dump_config(cfg))
+    assert load_config(CleanConfig, "default", f) == cfg
+
+
+def test_bad_override_syntax() -> None:
+    with pytest.raises(ConfigError, match=r"dotted\.key=value"):
+        parse_override("near_dedup.threshold")
