@@ -8,6 +8,8 @@ import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.types import NumericType, StringType, StructType
 
+from corpusclean.pipelines.rules import is_blank
+
 ROWS = "__rows"
 
 
@@ -23,7 +25,7 @@ def missing_value_aggregates(schema: StructType, medians: Iterable[str] = ()) ->
         col = F.col(f"`{field.name}`")
         aggs.append(F.sum(col.isNull().cast("long")).alias(f"{field.name}__null"))
         if isinstance(field.dataType, StringType):
-            blank = (F.trim(col) == F.lit("")).cast("long")
+            blank = is_blank(col).cast("long")
             aggs.append(F.sum(F.coalesce(blank, F.lit(0))).alias(f"{field.name}__blank"))
     for name in medians:
         aggs.append(F.percentile_approx(F.col(f"`{name}`"), 0.5, 100).alias(f"{name}__median"))

@@ -11,8 +11,9 @@ REASON = "_reject_reason"
 TEXT_LEN = "_text_len"
 
 
-def _blank(col: Column) -> Column:
-    return F.trim(col) == F.lit("")
+def is_blank(col: Column) -> Column:
+    """True for a string of whitespace only (Unicode whitespace, tabs and newlines included)."""
+    return col.rlike(r"(?U)^\s*$")
 
 
 def mark_row_rules(
@@ -34,9 +35,9 @@ def mark_row_rules(
     length = F.length(text)
     reason = (
         F.when(doc_id.isNull(), F.lit("null_id"))
-        .when(_blank(doc_id), F.lit("blank_id"))
+        .when(is_blank(doc_id), F.lit("blank_id"))
         .when(text.isNull(), F.lit("null_text"))
-        .when(_blank(text), F.lit("blank_text"))
+        .when(is_blank(text), F.lit("blank_text"))
         .when(length < F.lit(min_chars), F.lit("too_short"))
         .when(length > F.lit(max_chars), F.lit("too_long"))
     )

@@ -11,6 +11,8 @@ import pytest
 # Workers must run this interpreter, the one that has corpusclean installed.
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# Spark binds to loopback only: tests never listen on an external interface.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 @pytest.fixture(scope="session")
