@@ -7,7 +7,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from corpusclean.jobs.errors import EXIT_ERROR, CorpusCleanError, RejectedError
+from corpusclean.jobs.errors import EXIT_ERROR, EXIT_USAGE, CorpusCleanError, RejectedError
 
 
 def new_parser(job: str, description: str) -> argparse.ArgumentParser:
@@ -33,10 +33,15 @@ def run_job(
     argv: Sequence[str] | None,
 ) -> int:
     """Parse `argv`, run `body`, and map what it raises to the documented exit codes."""
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:  # --help exits 0, a usage error 2
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     debug = bool(getattr(args, "debug", False))
     try:
         return body(args)
+    except SystemExit as exc:  # parser.error() raised from inside the body
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     except RejectedError as exc:
         print(f"corpusclean {job}: rejected: {exc}", file=sys.stderr)
         if debug:
