@@ -89,6 +89,11 @@ def resolved(path: str) -> Path:
 
 def check_output_vs_input(inputs: list[str], output: str) -> None:
     """Refuse an output that is an input, lies inside one, or would replace a folder holding one."""
+    if is_remote(output):
+        raise InputError(
+            f"output {output}: publishing needs a POSIX path (local disk or a shared filesystem "
+            "such as NFS or Lustre); write there and copy to object storage afterwards"
+        )
     out = resolved(output)
     for item in inputs:
         if is_remote(item):

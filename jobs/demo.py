@@ -1,0 +1,174 @@
+"""`corpusclean demo`: sample -> clean -> pack -> check -> bench on a generated corpus.
+
+Runs every stage on local Spark with the embedded defaults and ends with a summary table. The
+demo folder is its own: a rerun replaces the previous demo's folder, never anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from corpusclean.jobs import log
+from corpusclean.jobs.errors import EXIT_OK, CorpusCleanError, InputError
+from corpusclean.jobs.runner import new_parser, run_job
+
+JOB = "demo"
+MARKER = "_corpusclean_demo"
+
+
+def _prepare(out: Path) -> None:
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise InputError(
+                f"{out} exists and is not a demo folder; pass --output to a new folder"
+            )
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("made by corpusclean demo; safe to delete\n")
+
+
+def _available(module: str) -> bool:
+    return importlib.util.find_spec(f"corpusclean.jobs.{module}") is not None
+
+
+def _step(
+    rows: list[tuple[str, str, float, str]],
+    name: str,
+    fn: Callable[[], int],
+    detail: Callable[[], str],
+) -> int:
+    log.info(JOB, f"--- {name}")
+    t = time.perf_counter()
+    code = fn()
+    secs = time.perf_counter() - t
+    rows.append(
+        (name, "ok" if code == EXIT_OK else f"exit {code}", secs, detail() if code == 0 else "")
+    )
+    return code
+
+
+def run_demo(out: Path, docs: int, seed: int) -> int:
+    """Run the whole flow into `out`; returns the first non-zero exit code, or 0."""
+    from corpusclean.jobs import clean, sample
+
+    _prepare(out)
+    raw, cleaned, shards = out / "raw", out / "clean", out / "shards"
+    rows: list[tuple[str, str, float, str]] = []
+
+    def clean_detail() -> str:
+        r = json.loads((cleaned / "report.json").read_text())
+        near = r["near_dedup"]
+        return (
+            f"{r['input_rows']:,} -> {r['output_rows']:,} docs ({r['retention']:.1%}); removed "
+            + ", ".join(f"{k} {v:,}" for k, v in r["removed"].items())
+            + (f"; {near.get('clusters', 0):,} near clusters" if near.get("ran") else "")
+        )
+
+    steps: list[tuple[str, Callable[[], int], Callable[[], str]]] = [
+        (
+            "sample",
+            lambda: sample.main(["--output", str(raw), "--docs", str(docs), "--seed", str(seed)]),
+            lambda: f"{docs:,} docs with injected duplicates and junk",
+        ),
+        (
+            "clean",
+            lambda: clean.main(["--input", str(raw), "--output", str(cleaned)]),
+            clean_detail,
+        ),
+    ]
+    if _available("pack"):
+        from corpusclean.jobs import pack
+
+        def pack_detail() -> str:
+            idx = json.loads((shards / "index.json").read_text())
+            n = len(idx.get("shardlist", []))
+            total = sum(s.get("nsamples", 0) for s in idx.get("shardlist", []))
+            return f"{n} shard(s), {total:,} samples"
+
+        steps.append(
+            (
+                "pack",
+                lambda: pack.main(
+                    [
+                        "--input",
+                        str(cleaned),
+                        "--output",
+                        str(shards),
+                        "--set",
+                        "shard.target_bytes=16000000",
+                    ]
+                ),
+                pack_detail,
+            )
+        )
+        steps.append(
+            ("verify", lambda: pack.main(["--verify", str(shards)]), lambda: "shards match index")
+        )
+    if _available("check"):
+        from corpusclean.jobs import check
+
+        steps.append(
+            (
+                "check",
+                lambda: check.main(["--input", str(cleaned)]),
+                lambda: "clean_docs suite: no critical failure",
+            )
+        )
+    if _available("bench_loader") and _available("pack"):
+        from corpusclean.jobs import bench_loader
+
+        bench_json = out / "bench.json"
+
+        def bench_detail() -> str:
+            b = json.loads(bench_json.read_text())
+            return str(b.get("verdict", ""))[:90]
+
+        steps.append(
+            (
+                "bench",
+                lambda: bench_loader.main(
+                    ["--shards", str(shards), "--output", str(bench_json), "--set", "bench.runs=1"]
+                ),
+                bench_detail,
+            )
+        )
+
+    code = EXIT_OK
+    for name, fn, detail in steps:
+        code = _step(rows, name, fn, detail)
+        if code != EXIT_OK:
+            break
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'step':<{width}}  {'result':<7} {'seconds':>8}  detail")
+    for name, result, secs, detail in rows:
+        print(f"{name:<{width}}  {result:<7} {secs:>8.1f}  {detail}")
+    print(f"\noutputs under {out}: raw/ clean/ (report.html) shards/ bench.json")
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`corpusclean demo [--output DIR] [--docs N] [--seed S]`."""
+    parser = new_parser(JOB, "Run sample -> clean -> pack -> check -> bench on a generated corpus.")
+    parser.add_argument(
+        "--output", default="demo-output", help="demo folder (default ./demo-output)"
+    )
+    parser.add_argument("--docs", type=int, default=20_000, help="sample size (default 20,000)")
+    parser.add_argument("--seed", type=int, default=0)
+
+    def body(args: argparse.Namespace) -> int:
+        if args.docs < 100:
+            raise CorpusCleanError("--docs must be at least 100")
+        return run_demo(Path(args.output), args.docs, args.seed)
+
+    return run_job(JOB, parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
