@@ -1,0 +1,666 @@
+"""`corpusclean pack`: a published clean output -> WebDataset tar shards and index.json.
+
+    corpusclean pack --input CLEAN_DIR --output SHARD_DIR [--overwrite] [--set shard.KEY=VALUE]
+    corpusclean pack --verify SHARD_DIR
+
+Two Spark passes over the clean documents, none of which brings a document to the driver:
+
+1. plan: per-bucket totals of each document's tar bytes (at most 65,536 small rows) are
+   collected and packed into groups and numbered shards (`corpusclean.pipelines.shards`);
+2. write: one shuffle puts every group in its own task, sorted in shard order; the task writes
+   its shards under temporary names, renames each on close and writes its stats file last.
+
+The driver then writes index.json (wids shard-index form) from the stats files, atomically and
+last. Shards go straight into SHARD_DIR rather than through `Publisher`'s staging swap, because
+a rerun after a crash must find the committed shards where the crashed run left them: it keeps
+those whose checksum still matches and writes only the rest. A SHARD_DIR is finished exactly
+when it has index.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from corpusclean.jobs.config import Section, dump_config, load_config
+from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
+from corpusclean.jobs.log import Timer, fmt_rows, info, warn
+from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
+from corpusclean.jobs.publish import MARKER, SUCCESS, new_run_id
+from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.pipelines import shards as S
+
+JOB = "pack"
+INDEX = "index.json"
+INDEX_KIND = "wids-shard-index-v1"
+# Part of every resume fingerprint: a change to the shard layout must not resume old shards.
+FORMAT_VERSION = 1
+# Above this many rows per input file block the shuffle-off plan would exceed ~65k buckets.
+_MAX_BUCKETS = 1 << S.BUCKET_BITS
+
+
+# --------------------------------------------------------------------------- config
+
+
+class ShardSection(Section):
+    """`shard.*`: how documents become WebDataset shards."""
+
+    prefix: str = Field("shard", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    target_bytes: int = Field(268_435_456, ge=10_240, le=1 << 40)
+    docs_per_sample: int = Field(1, ge=1, le=65_536)
+    shuffle: bool = True
+    seed: int = Field(42, ge=0, le=2**31 - 1)
+    dali_index: bool = False
+
+
+class PackColumnsSection(Section):
+    """`columns.*`: the clean output's id and text columns."""
+
+    id: str = "doc_id"
+    text: str = "text"
+
+
+class PackConfig(Section):
+    """The resolved config of `corpusclean pack`."""
+
+    shard: ShardSection = Field(default_factory=ShardSection)
+    columns: PackColumnsSection = Field(default_factory=PackColumnsSection)
+    spark: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("spark", mode="before")
+    @classmethod
+    def _spark_values_are_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                str(k): ("true" if v else "false") if isinstance(v, bool) else str(v)
+                for k, v in value.items()
+            }
+        return value
+
+
+# --------------------------------------------------------------------------- input and output
+
+
+@dataclass(frozen=True)
+class CleanSource:
+    """A published clean output: its folder, data folder, report id and data files."""
+
+    path: Path
+    data: Path
+    run_id: str | None
+    files: list[tuple[str, int]]
+
+
+def open_source(input_dir: str) -> CleanSource:
+    """Check `input_dir` is a published clean output and list its data files."""
+    if is_remote(input_dir):
+        raise InputError(
+            f"input {input_dir}: pack reads a clean output on a local or shared filesystem; "
+            "copy it there or mount it"
+        )
+    path = Path(input_dir.removeprefix("file://")).expanduser().absolute()
+    if not path.is_dir():
+        raise InputError(f"input {input_dir} does not exist or is not a folder")
+    if not (path / SUCCESS).is_file():
+        raise InputError(
+            f"input {path} is not a published clean output (no {SUCCESS}); point --input at "
+            "the folder `corpusclean clean` published"
+        )
+    data = path / "data"
+    if not data.is_dir():
+        raise InputError(
+            f"input {path} has no data/ folder; is it the output of corpusclean clean?"
+        )
+    run_id = None
+    report = path / "report.json"
+    if report.is_file():
+        try:
+            run_id = json.loads(report.read_text("utf-8")).get("run_id")
+        except (json.JSONDecodeError, AttributeError):
+            warn(JOB, f"{report} is not valid JSON; the index will not name the clean run")
+    files = [
+        (p.relative_to(data).as_posix(), p.stat().st_size)
+        for p in local_files(str(data))
+        if p.name.endswith(".parquet")
+    ]
+    return CleanSource(path, data, run_id, files)
+
+
+def fingerprint(source: CleanSource, config: PackConfig) -> str:
+    """What a resumable run must share with the crashed one: input files and shard config."""
+    payload = {
+        "format": FORMAT_VERSION,
+        "input": str(source.path),
+        "report_run_id": source.run_id,
+        "files": source.files,
+        "shard": config.shard.model_dump(mode="json"),
+        "columns": config.columns.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _read_marker(out: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((out / MARKER).read_text("utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _clear(out: Path) -> None:
+    # The index goes first, so the folder stops looking finished before anything else goes.
+    (out / INDEX).unlink(missing_ok=True)
+    for child in out.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> bool:
+    """Make `out` ready to write into; True when it holds an unfinished run to resume."""
+    resume = False
+    if out.exists() and not out.is_dir():
+        raise InputError(f"output {out} exists and is not a folder")
+    if out.exists() and any(out.iterdir()):
+        marker = _read_marker(out)
+        if marker is None or marker.get("job") != JOB:
+            owner = f"`corpusclean {marker.get('job')}`" if marker else "something else"
+            raise InputError(
+                f"output {out} is a non-empty folder written by {owner}, not corpusclean pack; "
+                "choose another folder or empty it"
+            )
+        if overwrite:
+            info(JOB, f"--overwrite: removing the previous pack in {out}")
+            _clear(out)
+        elif (out / INDEX).exists():
+            raise InputError(
+                f"output {out} already holds a finished pack; pass --overwrite to replace it"
+            )
+        elif marker.get("fingerprint") != fp:
+            raise InputError(
+                f"output {out} holds an unfinished pack of another input or config; rerun with "
+                "the same --input and --set values to resume it, or pass --overwrite"
+            )
+        else:
+            resume = True
+    out.mkdir(parents=True, exist_ok=True)
+    (out / S.STATS_DIR).mkdir(exist_ok=True)
+    (out / S.TMP_DIR).mkdir(exist_ok=True)
+    if not resume:
+        marker = {"job": JOB, "run_id": new_run_id(), "fingerprint": fp, "input": str(source.path)}
+        S.write_text_atomic(out / MARKER, json.dumps(marker) + "\n")
+    return resume
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def _check_committed(item: tuple[int, str, str]) -> tuple[int, bool]:
+    shard, path, sha = item
+    try:
+        return shard, S.file_sha256(path)[1] == sha
+    except OSError:
+        return shard, False
+
+
+def committed_shards(
+    spark: Any, out: Path, config: ShardSection, n_shards: int, fp: str
+) -> set[int]:
+    """Shards a crashed run committed that still match their checksum; removes everything else.
+
+    Removed: temporary files, shards without a stats file (killed after the rename), stats of
+    another run, and shards whose size or checksum no longer match. Checksums are computed by
+    Spark tasks, since a resumed corpus can be most of the output.
+    """
+    for tmp in (out / S.TMP_DIR).iterdir():
+        tmp.unlink()
+    candidates: dict[int, tuple[str, str]] = {}
+    for stats_file in sorted((out / S.STATS_DIR).glob("*.json")):
+        try:
+            stats = json.loads(stats_file.read_text("utf-8"))
+            shard = int(stats["shard"])
+            tar = out / S.shard_name(config.prefix, shard)
+            ok = (
+                stats.get("fingerprint") == fp
+                and shard < n_shards
+                and stats_file.name == S.stats_name(config.prefix, shard)
+                and tar.is_file()
+                and tar.stat().st_size == int(stats["filesize"])
+                and (not config.dali_index or (out / S.dali_name(config.prefix, shard)).is_file())
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            ok = False
+        if ok:
+            candidates[shard] = (str(tar), str(stats["sha256"]))
+        else:
+            stats_file.unlink()
+    if candidates:
+        items = [(s, p, h) for s, (p, h) in sorted(candidates.items())]
+        slices = min(len(items), max(1, spark.sparkContext.defaultParallelism * 2))
+        checked = spark.sparkContext.parallelize(items, slices).map(_check_committed).collect()
+        for shard, good in checked:
+            if not good:
+                warn(JOB, f"{S.shard_name(config.prefix, shard)} changed since it was committed")
+                (out / S.STATS_DIR / S.stats_name(config.prefix, shard)).unlink()
+                del candidates[shard]
+    keep = {S.shard_name(config.prefix, s) for s in candidates}
+    keep |= {S.dali_name(config.prefix, s) for s in candidates}
+    pattern = re.compile(rf"^{re.escape(config.prefix)}-\d{{6}}\.(tar|idx)$")
+    for path in out.iterdir():
+        if pattern.match(path.name) and path.name not in keep:
+            path.unlink()
+    return set(candidates)
+
+
+# --------------------------------------------------------------------------- the job
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """What a pack run produced."""
+
+    output: Path
+    shards: int
+    docs: int
+    written: int
+    index: dict[str, Any]
+    seconds: dict[str, float]
+
+
+def _spark_failure(exc: Exception) -> CorpusCleanError:
+    text = str(exc)
+    if S.DUPLICATE_MARK in text:
+        line = next(ln for ln in text.splitlines() if S.DUPLICATE_MARK in ln)
+        dup = line.split(f"{S.DUPLICATE_MARK}:", 1)[-1].strip()
+        return InputError(
+            f"doc_id {dup} occurs more than once in the input; pack needs the unique doc_ids "
+            "of a clean output"
+        )
+    errors = re.findall(r"^\s*(\w+(?:Error|Exception): .+)$", text, flags=re.MULTILINE)
+    reason = errors[-1].strip() if errors else f"{type(exc).__name__}: {text.splitlines()[0]}"
+    return CorpusCleanError(
+        f"writing shards failed ({reason[:300]}); committed shards are kept: rerun the same "
+        "command to resume"
+    )
+
+
+def pack(
+    input_dir: str, output_dir: str, config: PackConfig, overwrite: bool = False
+) -> PackResult:
+    """Pack a published clean output into WebDataset shards; resumes an unfinished run."""
+    from corpusclean.jobs.session import build_session
+
+    source = open_source(input_dir)
+    check_output_vs_input([str(source.path)], output_dir)
+    out = Path(output_dir.removeprefix("file://")).expanduser().absolute()
+    if is_remote(output_dir):
+        raise InputError(
+            f"output {output_dir}: shards are written by the tasks' own file I/O and need a "
+            "local or shared (NFS, Lustre, GPFS) path"
+        )
+    shard_cfg = config.shard
+    target = S.planning_target(shard_cfg.target_bytes)
+    fp = fingerprint(source, config)
+    resume = prepare_output(out, fp, source, overwrite)
+    if resume:
+        info(JOB, f"resuming the unfinished pack in {out}")
+
+    plan = S.plan_shards([], [], target)
+    written = 0
+    seconds: dict[str, float] = {}
+    if source.files:
+        spark = build_session("corpusclean-pack", config.spark)
+        raw = spark.read.parquet(str(source.data))
+        _check_columns(raw.schema, config)
+        columns = list(raw.columns)
+        if shard_cfg.shuffle:
+            df = S.add_shuffle_order(raw, config.columns.id, shard_cfg.seed)
+            keys = ["_bucket"]
+        else:
+            scan = raw.select(
+                "*",
+                raw["_metadata.file_path"].alias("_file"),
+                raw["_metadata.row_index"].alias("_row"),
+            )
+            rows = raw.count()  # Parquet footers only
+            df = S.add_input_blocks(scan, max(1, -(-rows // _MAX_BUCKETS)))
+            keys = ["_file", "_block"]
+        df = S.add_shard_payload(
+            df, columns, config.columns.text, shard_cfg.docs_per_sample, target
+        )
+        timer = Timer()
+        with timer():
+            buckets = S.sort_buckets(S.summarize_buckets(df, keys).toArrow(), keys)
+            plan = S.plan_shards(
+                buckets.column("vbytes").to_numpy(),
+                buckets.column("docs").to_numpy(),
+                target,
+            )
+        total_bytes = int(buckets.column("bytes").to_numpy().sum()) if buckets.num_rows else 0
+        info(
+            JOB,
+            f"plan: {fmt_rows(int(plan.group_docs.sum()))} docs, ~{total_bytes / 1e6:,.1f} MB "
+            f"of samples -> {plan.n_shards:,} shards in {plan.n_groups:,} tasks "
+            f"({timer.seconds:.1f}s)",
+        )
+        seconds["plan"] = timer.seconds
+        done = committed_shards(spark, out, shard_cfg, plan.n_shards, fp) if resume else set()
+        if resume:
+            info(JOB, f"resume: {len(done):,} of {plan.n_shards:,} shards already committed")
+        with timer():
+            written = _write(spark, df, buckets, keys, plan, done, out, config, fp)
+        seconds["write"] = timer.seconds
+        info(JOB, f"write: {written:,} shards written ({timer.seconds:.1f}s)")
+    elif resume:
+        committed_shards(None, out, shard_cfg, 0, fp)
+
+    index = build_index(out, source, config, plan, fp)
+    total = index["totals"]
+    if total["docs"] == 0:
+        warn(JOB, f"input {source.path} holds no documents; the index lists no shards")
+    return PackResult(out, total["shards"], total["docs"], written, index, seconds)
+
+
+def _check_columns(schema: Any, config: PackConfig) -> None:
+    from pyspark.sql.types import StringType
+
+    fields = {f.name: f.dataType for f in schema.fields}
+    for role, name in (("columns.id", config.columns.id), ("columns.text", config.columns.text)):
+        if name not in fields:
+            raise InputError(
+                f"the clean data has no column {name!r} ({role}); its columns are "
+                f"{', '.join(fields)}; set {role}=NAME"
+            )
+        if not isinstance(fields[name], StringType):
+            raise InputError(
+                f"column {name!r} ({role}) is {fields[name].simpleString()}, not string"
+            )
+    if config.columns.id == config.columns.text:
+        raise InputError("columns.id and columns.text name the same column")
+
+
+def _write(
+    spark: Any,
+    df: Any,
+    buckets: Any,
+    keys: list[str],
+    plan: S.ShardPlan,
+    done: set[int],
+    out: Path,
+    config: PackConfig,
+    fp: str,
+) -> int:
+    """Run the write pass for the groups that still miss a shard; returns shards written."""
+    import numpy as np
+    import pyarrow as pa
+    import pyspark.sql.functions as F
+
+    needed = [g for g in range(plan.n_groups) if not set(plan.shards_of(g)) <= done]
+    if not needed:
+        return 0
+    task_of_group = np.full(plan.n_groups, -1, dtype=np.int64)
+    task_of_group[needed] = np.arange(len(needed))
+    pkeys = S.partition_keys(len(needed))
+    bucket_task = task_of_group[plan.bucket_group]
+    rows = np.flatnonzero(bucket_task >= 0)
+    groups = plan.bucket_group[rows]
+    lookup = (
+        buckets.select(keys)
+        .take(pa.array(rows))
+        .append_column("_group", pa.array(groups, pa.int64()))
+    )
+    for name, values, kind in (
+        # The bucket's place in shard order: sorting on it spares comparing file paths.
+        ("_ord", rows, pa.int64()),
+        ("_pkey", pkeys[bucket_task[rows]], pa.int32()),
+        ("_base", plan.group_base[groups], pa.int64()),
+        ("_nshards", plan.group_shards[groups], pa.int64()),
+        ("_gvbytes", plan.group_vbytes[groups], pa.int64()),
+    ):
+        lookup = lookup.append_column(name, pa.array(values, kind))
+    shard_cfg = config.shard
+    spec = S.ShardWriteSpec(
+        output_dir=str(out),
+        prefix=shard_cfg.prefix,
+        docs_per_sample=shard_cfg.docs_per_sample,
+        dali_index=shard_cfg.dali_index,
+        fingerprint=fp,
+        id_col=config.columns.id,
+        skip=frozenset(done),
+    )
+    ties = ["_h", config.columns.id] if shard_cfg.shuffle else ["_row"]
+    order = ["_group", "_ord", *ties]
+    payload = ["_txt", "_json"] if shard_cfg.docs_per_sample == 1 else ["_line"]
+    cols = ["_group", "_base", "_nshards", "_gvbytes", "_vsize", config.columns.id, *payload]
+    joined = df.join(F.broadcast(spark.createDataFrame(lookup)), on=keys, how="inner")
+    tasks = (
+        joined.repartition(len(needed), "_pkey")
+        .sortWithinPartitions(*order)
+        .select(*cols)
+        .mapInArrow(partial(S.write_partition_shards, spec=spec), S.RESULT_SCHEMA)
+    )
+    try:
+        return len(tasks.collect())
+    except Exception as exc:
+        raise _spark_failure(exc) from exc
+
+
+def build_index(
+    out: Path, source: CleanSource, config: PackConfig, plan: S.ShardPlan, fp: str
+) -> dict[str, Any]:
+    """Write index.json from the committed shards' stats files; fails if any shard is missing."""
+    prefix = config.shard.prefix
+    entries = []
+    missing = []
+    for shard in range(plan.n_shards):
+        try:
+            stats = json.loads((out / S.STATS_DIR / S.stats_name(prefix, shard)).read_text("utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            stats = {}
+        if stats.get("fingerprint") != fp:
+            missing.append(S.shard_name(prefix, shard))
+            continue
+        entry = {
+            "url": stats["url"],
+            "nsamples": stats["nsamples"],
+            "filesize": stats["filesize"],
+            "sha256": stats["sha256"],
+            "ndocs": stats["ndocs"],
+        }
+        if config.shard.dali_index:
+            entry["dali_index"] = S.dali_name(prefix, shard)
+        entries.append(entry)
+    if missing:
+        raise CorpusCleanError(
+            f"{len(missing)} shard(s) have no commit marker after the write "
+            f"({', '.join(missing[:3])}); rerun the same command to resume"
+        )
+    docs = sum(e["ndocs"] for e in entries)
+    planned = int(plan.group_docs.sum()) if plan.n_groups else 0
+    if docs != planned:
+        raise CorpusCleanError(f"the shards hold {docs} docs but the plan counted {planned}")
+    members = ["json", "txt"] if config.shard.docs_per_sample == 1 else ["jsonl"]
+    index = {
+        "__kind__": INDEX_KIND,
+        "wids_version": 1,
+        "name": prefix,
+        "shardlist": entries,
+        "totals": {
+            "shards": len(entries),
+            "samples": sum(e["nsamples"] for e in entries),
+            "docs": docs,
+            "bytes": sum(e["filesize"] for e in entries),
+        },
+        "source": {"clean_dir": str(source.path), "report_run_id": source.run_id},
+        "format": {
+            "members": members,
+            "docs_per_sample": config.shard.docs_per_sample,
+            "key": "doc_id if it matches [A-Za-z0-9_-]{1,64}, else its readable part + '~' + "
+            "16 hex digits of BLAKE2b(doc_id); the doc_id itself is in the metadata",
+            "checksum": "sha256",
+            "dali_index": config.shard.dali_index,
+        },
+        "config": {
+            "shard": config.shard.model_dump(mode="json"),
+            "columns": config.columns.model_dump(mode="json"),
+        },
+    }
+    tmp = out / S.TMP_DIR
+    if tmp.is_dir():
+        for leftover in tmp.iterdir():
+            leftover.unlink()
+        tmp.rmdir()
+    # Written last and atomically: a folder with index.json is a finished pack.
+    S.write_text_atomic(out / INDEX, json.dumps(index, indent=2) + "\n")
+    return index
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
+    url = entry["url"]
+    path = root / url
+    if not path.is_file():
+        return f"{url}: missing"
+    size = path.stat().st_size
+    if size != entry["filesize"]:
+        return f"{url}: {size:,} bytes on disk, the index says {entry['filesize']:,} (truncated?)"
+    nsamples = ndocs = 0
+    try:
+        with open(path, "rb") as raw:
+            stream = S.HashingReader(raw)
+            for sample in S.read_samples(stream, url):
+                nsamples += 1
+                ndocs += sample["jsonl"].count(b"\n") if "jsonl" in sample else 1
+            stream.drain()
+    except Exception as exc:  # any reader failure is this shard's defect, reported by name
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return f"{url}: unreadable by webdataset ({type(exc).__name__}: {first[:200]})"
+    if stream.sha.hexdigest() != entry.get("sha256"):
+        return f"{url}: sha256 differs from the index"
+    if nsamples != entry["nsamples"]:
+        return f"{url}: {nsamples} samples, the index says {entry['nsamples']}"
+    if "ndocs" in entry and ndocs != entry["ndocs"]:
+        return f"{url}: {ndocs} docs, the index says {entry['ndocs']}"
+    if dali:
+        idx = root / entry.get("dali_index", Path(url).with_suffix(".idx").name)
+        if not idx.is_file():
+            return f"{idx.name}: missing DALI index"
+        head = idx.read_text("utf-8").split("\n", 1)[0]
+        if head != f"v1.2 {nsamples}":
+            return f"{idx.name}: header {head!r} does not match {nsamples} samples"
+    return None
+
+
+def verify(shard_dir: str) -> dict[str, int]:
+    """Re-read every shard with webdataset; RejectedError naming the shards that differ."""
+    root = Path(shard_dir).expanduser().absolute()
+    index_path = root / INDEX
+    if not index_path.is_file():
+        raise InputError(
+            f"{root} has no {INDEX}: not a finished pack (an unfinished one is completed by "
+            "rerunning the same pack command)"
+        )
+    try:
+        index = json.loads(index_path.read_text("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RejectedError(f"{index_path} is not valid JSON (line {exc.lineno})") from exc
+    if index.get("__kind__") != INDEX_KIND or not isinstance(index.get("shardlist"), list):
+        raise RejectedError(f"{index_path} is not a {INDEX_KIND} file")
+    entries = index["shardlist"]
+    dali = bool(index.get("format", {}).get("dali_index"))
+    timer = Timer()
+    with timer(), ThreadPoolExecutor(max_workers=4) as pool:
+        problems = [p for p in pool.map(lambda e: _verify_shard(root, e, dali), entries) if p]
+    if problems:
+        shown = "; ".join(problems[:3]) + (
+            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        raise RejectedError(f"{len(problems)} of {len(entries)} shards fail verification: {shown}")
+    totals = {
+        "shards": len(entries),
+        "samples": sum(e["nsamples"] for e in entries),
+        "docs": sum(e.get("ndocs", e["nsamples"]) for e in entries),
+        "bytes": sum(e["filesize"] for e in entries),
+    }
+    if totals != {k: index.get("totals", totals).get(k) for k in totals}:
+        raise RejectedError(f"{index_path}: totals do not add up to its shard list")
+    info(JOB, f"verify: {totals['shards']:,} shards match {INDEX} ({timer.seconds:.1f}s)")
+    return totals
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = new_parser(JOB, "Pack a published clean output into WebDataset tar shards.")
+    parser.add_argument(
+        "--input", metavar="CLEAN_DIR", help="a folder `corpusclean clean` published"
+    )
+    parser.add_argument("--output", metavar="SHARD_DIR", help="where the shards and index.json go")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a finished or different pack in SHARD_DIR"
+    )
+    parser.add_argument(
+        "--verify", metavar="SHARD_DIR", help="re-read the shards of SHARD_DIR and check index.json"
+    )
+    parser.add_argument("--config", metavar="FILE", help="YAML config (layout of conf/pack.yaml)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set shard.target_bytes=64000000 (repeatable)",
+    )
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config")
+    return parser
+
+
+def _usage_error(message: str) -> int:
+    print(f"corpusclean {JOB}: usage error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _body(args: argparse.Namespace) -> int:
+    if args.verify is not None:
+        if args.input or args.output or args.overrides or args.overwrite:
+            return _usage_error("--verify SHARD_DIR takes no other arguments")
+        totals = verify(args.verify)
+        print(
+            f"{args.verify}: {totals['shards']} shards, {totals['samples']} samples, "
+            f"{totals['docs']} docs verified"
+        )
+        return EXIT_OK
+    config = load_config(PackConfig, "pack", args.config, args.overrides)
+    if args.print_config:
+        print(dump_config(config), end="")
+        return EXIT_OK
+    if not args.input or not args.output:
+        return _usage_error("--input CLEAN_DIR and --output SHARD_DIR are required")
+    result = pack(args.input, args.output, config, overwrite=args.overwrite)
+    print(f"{result.output}: {result.shards} shards, {result.docs} docs")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`corpusclean pack ...` (or `spark-submit jobs/pack.py ...`); returns the exit code."""
+    return run_job(JOB, _parser(), _body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

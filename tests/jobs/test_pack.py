@@ -1,0 +1,350 @@
+"""`corpusclean pack` end to end on small clean outputs built with pyarrow."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import webdataset as wds
+
+from corpusclean.jobs.pack import main
+from corpusclean.pipelines import shards as S
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+
+TARGET = 150_000
+SPECIAL_IDS = ["a.b.c", "dir/sub/doc", "文档.1", "ünï/cødé.txt", "x" * 90, "a_b_c", "a b c"]
+
+
+def _docs(n: int, huge: int = 0) -> pa.Table:
+    ids = [*SPECIAL_IDS, *(f"doc-{i:05d}" for i in range(n - len(SPECIAL_IDS)))]
+    texts = [f"Document {i} says " + "héllo wörld " * (5 + (i * 37) % 180) for i in range(n)]
+    if huge:
+        texts[n // 2] = "z" * huge
+    base = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    return pa.table(
+        {
+            "doc_id": ids,
+            "text": texts,
+            "url": [None if i % 11 == 0 else f"https://example.org/{i}" for i in range(n)],
+            "source": ["web" if i % 3 else "books" for i in range(n)],
+            "lang": ["en"] * n,
+            "timestamp": pa.array(
+                [base + dt.timedelta(seconds=i, microseconds=i) for i in range(n)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "quality": [i / n for i in range(n)],
+        }
+    )
+
+
+def make_clean(root: Path, table: pa.Table, files: int = 2, success: bool = True) -> Path:
+    """A published-looking clean output: data/*.parquet, report.json, _SUCCESS."""
+    (root / "data").mkdir(parents=True)
+    per = max(1, -(-table.num_rows // files))
+    for i in range(files):
+        pq.write_table(table.slice(i * per, per), root / "data" / f"part-{i:05d}.parquet")
+    (root / "report.json").write_text(json.dumps({"run_id": "clean-run-1"}))
+    if success:
+        (root / "_SUCCESS").write_text("")
+    return root
+
+
+def pack(clean: Path, out: Path, *sets: str, extra: tuple[str, ...] = ()) -> int:
+    args = ["--input", str(clean), "--output", str(out), "--set", f"shard.target_bytes={TARGET}"]
+    for item in sets:
+        args += ["--set", item]
+    return main([*args, *extra])
+
+
+def read_index(out: Path) -> dict[str, Any]:
+    return json.loads((out / "index.json").read_text())
+
+
+def shard_paths(out: Path) -> list[str]:
+    return [str(out / e["url"]) for e in read_index(out)["shardlist"]]
+
+
+def read_docs(out: Path) -> list[dict[str, Any]]:
+    """Every document back from the shards, through webdataset's public reader."""
+    docs = []
+    for sample in wds.WebDataset(shard_paths(out), shardshuffle=False):
+        if "jsonl" in sample:
+            docs += [json.loads(line) for line in sample["jsonl"].decode().splitlines()]
+        else:
+            meta = json.loads(sample["json"])
+            docs.append({**meta, "text": sample["txt"].decode(), "__key__": sample["__key__"]})
+    return docs
+
+
+def expected_docs(table: pa.Table) -> dict[str, dict[str, Any]]:
+    out = {}
+    for row in table.to_pylist():
+        ts = row["timestamp"]
+        row["timestamp"] = ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        out[row["doc_id"]] = row
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pa.Table]:
+    table = _docs(400)
+    return make_clean(tmp_path_factory.mktemp("clean"), table), table
+
+
+@pytest.fixture(scope="module")
+def packed(
+    spark: Any, corpus: tuple[Path, pa.Table], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    out = tmp_path_factory.mktemp("packed") / "shards"
+    assert pack(corpus[0], out) == 0
+    return out
+
+
+def test_every_clean_doc_comes_back(corpus: tuple[Path, pa.Table], packed: Path) -> None:
+    got = read_docs(packed)
+    want = expected_docs(corpus[1])
+    assert len(got) == len(want)
+    for doc in got:
+        key = doc.pop("__key__")
+        assert key == S.safe_key(doc["doc_id"])
+        assert doc == want[doc["doc_id"]]
+    assert {d["doc_id"] for d in got} >= set(SPECIAL_IDS)
+    index = read_index(packed)
+    assert index["__kind__"] == "wids-shard-index-v1" and index["wids_version"] == 1
+    assert index["totals"]["docs"] == index["totals"]["samples"] == 400
+    assert index["source"]["report_run_id"] == "clean-run-1"
+    assert sorted(os.listdir(packed)) == sorted(
+        ["_corpusclean.json", "_stats", "index.json", *(e["url"] for e in index["shardlist"])]
+    )
+
+
+def test_keys_are_safe_and_unique(packed: Path) -> None:
+    keys = [s["__key__"] for s in wds.WebDataset(shard_paths(packed), shardshuffle=False)]
+    assert len(keys) == len(set(keys)) == 400
+    assert all("." not in k and "/" not in k and k.isascii() for k in keys)
+
+
+def test_shards_stay_within_the_target(corpus: tuple[Path, pa.Table], packed: Path) -> None:
+    sizes = [e["filesize"] for e in read_index(packed)["shardlist"]]
+    biggest_sample = max(
+        S.member_bytes(len(t.encode())) + 1024 for t in corpus[1].column("text").to_pylist()
+    )
+    assert len(sizes) > 5
+    assert all(size <= TARGET for size in sizes)
+    # a shard closes only when the next bucket (here one or two docs) would not fit
+    assert all(size >= TARGET - 2 * biggest_sample - S.RECORD for size in sizes[:-1])
+    assert sizes == [os.path.getsize(p) for p in shard_paths(packed)]
+
+
+def test_shuffle_mixes_every_shard(corpus: tuple[Path, pa.Table], packed: Path) -> None:
+    first_file = set(corpus[1].column("doc_id").to_pylist()[:200])
+    order = [d["doc_id"] for d in read_docs(packed)]
+    assert order != corpus[1].column("doc_id").to_pylist()
+    for path in shard_paths(packed):
+        ids = [json.loads(s["json"])["doc_id"] for s in wds.WebDataset(path, shardshuffle=False)]
+        assert any(i in first_file for i in ids) and any(i not in first_file for i in ids)
+
+
+def test_rerun_gives_byte_identical_shards(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path
+) -> None:
+    again = tmp_path / "again"
+    assert pack(corpus[0], again) == 0
+    assert (again / "index.json").read_bytes() == (packed / "index.json").read_bytes()
+    for entry in read_index(packed)["shardlist"]:
+        assert (again / entry["url"]).read_bytes() == (packed / entry["url"]).read_bytes()
+
+
+def test_another_seed_gives_another_spread(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path
+) -> None:
+    assert pack(corpus[0], tmp_path / "s", "shard.seed=7") == 0
+    first = lambda out: [d["doc_id"] for d in read_docs(out)][:20]  # noqa: E731
+    assert first(tmp_path / "s") != first(packed)
+
+
+def test_shuffle_off_keeps_input_order(corpus: tuple[Path, pa.Table], tmp_path: Path) -> None:
+    out = tmp_path / "ordered"
+    assert pack(corpus[0], out, "shard.shuffle=false") == 0
+    assert [d["doc_id"] for d in read_docs(out)] == corpus[1].column("doc_id").to_pylist()
+
+
+def test_many_docs_per_sample_with_dali_index(
+    corpus: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    out = tmp_path / "jsonl"
+    assert pack(corpus[0], out, "shard.docs_per_sample=16", "shard.dali_index=true") == 0
+    index = read_index(out)
+    assert index["format"]["members"] == ["jsonl"]
+    assert index["totals"]["docs"] == 400 and index["totals"]["samples"] < 400 / 10
+    want = expected_docs(corpus[1])
+    got = read_docs(out)
+    assert len(got) == 400 and all(doc == want[doc["doc_id"]] for doc in got)
+    for entry in index["shardlist"]:
+        lines = (out / entry["dali_index"]).read_text().splitlines()
+        assert lines[0] == f"v1.2 {entry['nsamples']}" and len(lines) == entry["nsamples"] + 1
+    assert main(["--verify", str(out)]) == 0
+
+
+def test_verify_passes_then_catches_a_truncated_shard(
+    packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--verify", str(packed)]) == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(packed, copy)
+    victim = read_index(copy)["shardlist"][2]["url"]
+    with open(copy / victim, "r+b") as f:
+        f.truncate(os.path.getsize(copy / victim) // 2)
+    capsys.readouterr()
+    assert main(["--verify", str(copy)]) == 3
+    assert victim in capsys.readouterr().err
+
+
+def test_verify_catches_changed_bytes(
+    packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(packed, copy)
+    victim = read_index(copy)["shardlist"][0]["url"]
+    data = bytearray((copy / victim).read_bytes())
+    data[1000] ^= 0xFF  # inside the first member's data: still a valid tar
+    (copy / victim).write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["--verify", str(copy)]) == 3
+    err = capsys.readouterr().err
+    assert victim in err and "sha256" in err
+
+
+def test_resume_after_a_crash_keeps_committed_shards(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "crashed"
+    shutil.copytree(packed, out)
+    urls = [e["url"] for e in read_index(out)["shardlist"]]
+    stats = out / S.STATS_DIR
+    # the state a killed run leaves: no index, a shard renamed but not yet marked committed,
+    # a task killed mid-shard (partial temp file), a shard never written, a corrupted shard
+    (out / "index.json").unlink()
+    (stats / urls[1].replace(".tar", ".json")).unlink()
+    (out / S.TMP_DIR).mkdir()
+    partial = (out / urls[2]).read_bytes()[:5000]
+    (out / S.TMP_DIR / f"{urls[2]}.t17.part").write_bytes(partial)
+    (out / urls[2]).unlink()
+    (stats / urls[2].replace(".tar", ".json")).unlink()
+    (out / urls[3]).unlink()
+    data = bytearray((out / urls[4]).read_bytes())
+    data[700] ^= 1
+    (out / urls[4]).write_bytes(bytes(data))
+    kept = (out / urls[0]).stat()
+
+    capsys.readouterr()
+    assert pack(corpus[0], out) == 0
+    assert "resume" in capsys.readouterr().err
+    assert (out / "index.json").read_bytes() == (packed / "index.json").read_bytes()
+    for url in urls:
+        assert (out / url).read_bytes() == (packed / url).read_bytes()
+    after = (out / urls[0]).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)
+    assert not (out / S.TMP_DIR).exists()
+
+
+def test_empty_input(spark: Any, tmp_path: Path) -> None:
+    clean = make_clean(tmp_path / "clean", _docs(10).slice(0, 0), files=1)
+    out = tmp_path / "out"
+    assert pack(clean, out) == 0
+    index = read_index(out)
+    assert index["shardlist"] == [] and index["totals"]["docs"] == 0
+    assert main(["--verify", str(out)]) == 0
+
+
+def test_a_single_huge_document(spark: Any, tmp_path: Path) -> None:
+    table = _docs(60, huge=400_000)
+    clean = make_clean(tmp_path / "clean", table)
+    out = tmp_path / "out"
+    assert pack(clean, out) == 0
+    entries = read_index(out)["shardlist"]
+    sizes = sorted(e["filesize"] for e in entries)
+    assert sizes[-1] > 400_000 and all(s <= TARGET for s in sizes[:-1])
+    huge_id = table.column("doc_id")[30].as_py()
+    docs = read_docs(out)
+    assert len(docs) == 60
+    assert next(d for d in docs if d["doc_id"] == huge_id)["text"] == "z" * 400_000
+    assert main(["--verify", str(out)]) == 0
+
+
+def test_unpublished_input_is_refused(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean = make_clean(tmp_path / "clean", _docs(10), success=False)
+    assert pack(clean, tmp_path / "out") == 1
+    assert "_SUCCESS" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_existing_output_needs_overwrite(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    capsys.readouterr()
+    assert pack(corpus[0], out) == 1
+    assert "--overwrite" in capsys.readouterr().err
+    (out / "stray.txt").write_text("left by someone")
+    assert pack(corpus[0], out, "shard.prefix=part", extra=("--overwrite",)) == 0
+    assert not (out / "stray.txt").exists()
+    assert read_index(out)["shardlist"][0]["url"] == "part-000000.tar"
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert pack(corpus[0], foreign, extra=("--overwrite",)) == 1
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_an_unfinished_pack_of_other_settings_is_not_resumed(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    (out / "index.json").unlink()
+    capsys.readouterr()
+    assert pack(corpus[0], out, "shard.seed=9") == 1
+    assert "another input or config" in capsys.readouterr().err
+
+
+def test_config_errors_name_the_key(
+    corpus: tuple[Path, pa.Table], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert pack(corpus[0], tmp_path / "o", "shard.target_byte=5") == 1
+    assert "shard.target_byte" in capsys.readouterr().err
+    assert pack(corpus[0], tmp_path / "o", "shard.docs_per_sample=0") == 1
+    assert "shard.docs_per_sample" in capsys.readouterr().err
+    assert pack(corpus[0], tmp_path / "o", "columns.text=body") == 1
+    assert "body" in capsys.readouterr().err
+
+
+def test_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--verify", str(tmp_path), "--output", str(tmp_path)]) == 2
+    assert main(["--input", str(tmp_path)]) == 2
+    assert main(["--verify", str(tmp_path)]) == 1
+    assert "index.json" in capsys.readouterr().err
+    assert main(["--print-config", "--set", "shard.seed=3"]) == 0
+    assert "seed: 3" in capsys.readouterr().out
+
+
+def test_duplicate_doc_ids_are_refused(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = _docs(30)
+    clean = make_clean(tmp_path / "clean", pa.concat_tables([table, table.slice(3, 1)]))
+    capsys.readouterr()
+    assert pack(clean, tmp_path / "out") == 1
+    err = capsys.readouterr().err
+    assert "occurs more than once" in err and repr(SPECIAL_IDS[3]) in err

@@ -1,0 +1,346 @@
+"""Shard helpers without Spark: keys, tar bytes, planning, and the partition writer."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from webdataset.tariterators import base_plus_ext
+
+from corpusclean.pipelines import shards as S
+
+TRICKY_IDS = [
+    "a.b",
+    "a/b",
+    "a_b",
+    "a b",
+    "文档.1",
+    "ünïcødé/päth.txt",
+    "",
+    ".",
+    "x" * 64,
+    "x" * 65,
+    "__key__",
+    "__meta__.json",
+    "-leading-dash",
+]
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_plain_ids_are_kept() -> None:
+    for doc_id in ("doc-1", "A_b-9", "x" * 64, "__key__"):
+        assert S.safe_key(doc_id) == doc_id
+
+
+@pytest.mark.parametrize("doc_id", TRICKY_IDS)
+def test_keys_survive_webdataset_name_splitting(doc_id: str) -> None:
+    key = S.safe_key(doc_id)
+    assert key.isascii()
+    assert "." not in key and "/" not in key and key
+    assert len(f"{key}.jsonl") <= S.MAX_MEMBER_NAME
+    # WebDataset splits member names at the first dot: the key must come back whole.
+    assert base_plus_ext(f"{key}.txt") == (key, "txt")
+
+
+def test_keys_are_unique_even_when_sanitised_alike() -> None:
+    keys = [S.safe_key(d) for d in TRICKY_IDS]
+    assert len(set(keys)) == len(TRICKY_IDS)
+    # a kept id never collides with a rewritten one: rewritten keys always contain "~"
+    assert S.safe_key("a_b") == "a_b"
+    assert "~" in S.safe_key("a.b") and "~" in S.safe_key("a/b")
+
+
+def test_null_doc_id_is_an_error() -> None:
+    with pytest.raises(ValueError, match="null"):
+        S.safe_key(None)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- tar bytes
+
+
+def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = S.ARCHIVE_MTIME
+    info.mode = S.ARCHIVE_MODE
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [("a.txt", 0), ("doc-1.json", 1), ("k~0123456789abcdef.txt", 511), ("x" * 100, 2**33 - 1)],
+)
+def test_header_is_what_tarfile_writes(name: str, size: int) -> None:
+    expected = _tarinfo(name, size).tobuf(tarfile.USTAR_FORMAT, "ascii", "strict")
+    assert S.ustar_header(name.encode(), size) == expected
+
+
+def test_long_member_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="longer than"):
+        S.ustar_header(b"x" * 101, 1)
+
+
+def test_member_and_archive_sizes() -> None:
+    assert S.member_bytes(0) == 512
+    assert S.member_bytes(1) == 1024
+    assert S.member_bytes(512) == 1024
+    assert S.member_bytes(513) == 1536
+    assert S.archive_bytes(0) == 10240
+    assert S.archive_bytes(9216) == 10240
+    assert S.archive_bytes(9217) == 20480
+    assert S.planning_target(10240) == 9216
+    assert S.archive_bytes(S.planning_target(268_435_456)) <= 268_435_456
+
+
+SAMPLES = [
+    ("doc-1", [("json", b'{"doc_id":"doc-1"}'), ("txt", "héllo wörld".encode())]),
+    ("k~00ff", [("txt", b"x" * 512), ("json", b"{}")]),
+    ("doc-3", [("json", b"{}"), ("txt", b"")]),
+]
+
+
+def _write(path: Path, dali: bool = False) -> tuple[int, str, S.TarShardWriter]:
+    writer = S.TarShardWriter(path, dali_index=dali)
+    for key, members in SAMPLES:
+        writer.add_sample(key, members)
+    size, sha = writer.finish()
+    return size, sha, writer
+
+
+def test_shard_bytes_equal_tarfile_output(tmp_path: Path) -> None:
+    size, sha, _ = _write(tmp_path / "a.tar")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for key, members in SAMPLES:
+            for ext, data in sorted(members):
+                tar.addfile(_tarinfo(f"{key}.{ext}", len(data)), io.BytesIO(data))
+    data = (tmp_path / "a.tar").read_bytes()
+    assert data == buf.getvalue()
+    assert (
+        size
+        == len(data)
+        == S.archive_bytes(sum(S.member_bytes(len(d)) for _, m in SAMPLES for _, d in m))
+    )
+    assert sha == S.file_sha256(str(tmp_path / "a.tar"))[1]
+
+
+def test_same_samples_give_same_bytes(tmp_path: Path) -> None:
+    _write(tmp_path / "a.tar")
+    _write(tmp_path / "b.tar")
+    assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
+
+
+def test_webdataset_reads_the_samples_back(tmp_path: Path) -> None:
+    _write(tmp_path / "a.tar")
+    with open(tmp_path / "a.tar", "rb") as f:
+        stream = S.HashingReader(f)
+        got = list(S.read_samples(stream, "a.tar"))
+        stream.drain()
+    assert [s["__key__"] for s in got] == [k for k, _ in SAMPLES]
+    for sample, (_, members) in zip(got, SAMPLES, strict=True):
+        assert {ext: sample[ext] for ext, _ in members} == dict(members)
+    assert stream.sha.hexdigest() == S.file_sha256(str(tmp_path / "a.tar"))[1]
+
+
+def test_dali_index_points_at_member_data(tmp_path: Path) -> None:
+    _, _, writer = _write(tmp_path / "a.tar", dali=True)
+    data = (tmp_path / "a.tar").read_bytes()
+    lines = writer.dali_index().splitlines()
+    assert lines[0] == f"v1.2 {len(SAMPLES)}"
+    for line, (key, members) in zip(lines[1:], SAMPLES, strict=True):
+        fields = line.split()
+        assert len(fields) == 4 * len(members)
+        for i, (ext, content) in enumerate(sorted(members)):
+            got_ext, offset, size, name = fields[4 * i : 4 * i + 4]
+            assert (got_ext, name) == (ext, f"{key}.{ext}")
+            assert int(offset) % 512 == 0
+            assert data[int(offset) : int(offset) + int(size)] == content
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def test_buckets_pack_into_groups_under_the_target() -> None:
+    rng = np.random.default_rng(1)
+    vbytes = rng.integers(1, 3000, size=500)
+    plan = S.plan_shards(vbytes, np.ones(500, dtype=np.int64), 10_000)
+    assert np.all(np.diff(plan.bucket_group) >= 0)
+    assert np.all(np.diff(plan.bucket_group) <= 1)
+    assert np.all(plan.group_vbytes <= 10_000)
+    assert plan.group_vbytes.sum() == vbytes.sum()
+    assert plan.group_docs.sum() == 500
+    assert np.all(plan.group_shards == 1)
+    assert plan.group_base.tolist() == list(range(plan.n_groups))
+    # a group closes only when the next bucket would not fit
+    for g in range(plan.n_groups - 1):
+        first_of_next = int(np.flatnonzero(plan.bucket_group == g + 1)[0])
+        assert plan.group_vbytes[g] + vbytes[first_of_next] > 10_000
+
+
+def test_an_oversized_bucket_becomes_several_shards() -> None:
+    plan = S.plan_shards(np.array([100, 35_000, 200]), np.array([1, 40, 1]), 10_000)
+    assert plan.bucket_group.tolist() == [0, 1, 2]
+    assert plan.group_shards.tolist() == [1, 4, 1]
+    assert plan.group_base.tolist() == [0, 1, 5]
+    assert plan.n_shards == 6
+    assert list(plan.shards_of(1)) == [1, 2, 3, 4]
+
+
+def test_empty_plan() -> None:
+    plan = S.plan_shards(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 10_000)
+    assert plan.n_groups == 0 and plan.n_shards == 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_even_cut_gives_exactly_n_shards_without_gaps(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    target = 10_000
+    cap = target // 2
+    sizes = np.minimum(rng.choice([50, 700, 3_000, 9_000, 50_000], size=300), cap)
+    total = int(sizes.sum())
+    n = -(-total // target)
+    ids, end = S.assign_shard_ids(sizes, 0, total, n, 7)
+    assert end == total
+    assert ids[0] == 7 and ids[-1] == 7 + n - 1
+    steps = np.diff(ids)
+    assert np.all((steps == 0) | (steps == 1))
+    # processed in arbitrary chunks, with the carried offset, the assignment is the same
+    cuts = sorted(rng.choice(np.arange(1, 300), size=5, replace=False).tolist())
+    parts, offset = [], 0
+    for lo, hi in zip([0, *cuts], [*cuts, 300], strict=True):
+        part, offset = S.assign_shard_ids(sizes[lo:hi], offset, total, n, 7)
+        parts.append(part)
+    assert np.concatenate(parts).tolist() == ids.tolist()
+
+
+# --------------------------------------------------------------------------- partitioning
+
+
+def test_spark_hash_known_values() -> None:
+    # Spark: SELECT hash(0), hash(1), hash(-1), hash(42), hash(2147483647)
+    got = S.spark_hash_int(np.array([0, 1, -1, 42, 2**31 - 1], dtype=np.int32)).tolist()
+    assert got == [933211791, -559580957, -1604776387, 29417773, 133916647]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 5000])
+def test_partition_keys_hit_every_partition_once(n: int) -> None:
+    keys = S.partition_keys(n)
+    assert keys.dtype == np.int32 and len(set(keys.tolist())) == n
+    assert np.mod(S.spark_hash_int(keys).astype(np.int64), n).tolist() == list(range(n))
+
+
+# --------------------------------------------------------------------------- partition writer
+
+
+def _batches(
+    n_docs: int, per_batch: int, nshards: int, fail_after: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    texts = [f"text of document {i} ".encode() * (1 + i % 7) for i in range(n_docs)]
+    metas = [json.dumps({"doc_id": f"d.{i}"}).encode() for i in range(n_docs)]
+    sizes = [
+        S.member_bytes(len(t)) + S.member_bytes(len(m)) for t, m in zip(texts, metas, strict=True)
+    ]
+    total = sum(sizes)
+    for lo in range(0, n_docs, per_batch):
+        hi = min(n_docs, lo + per_batch)
+        if fail_after is not None and hi > fail_after:
+            raise RuntimeError("task killed")
+        m = hi - lo
+        yield pa.RecordBatch.from_pydict(
+            {
+                "_group": pa.array([0] * m, pa.int64()),
+                "_base": pa.array([0] * m, pa.int64()),
+                "_nshards": pa.array([nshards] * m, pa.int64()),
+                "_gvbytes": pa.array([total] * m, pa.int64()),
+                "_vsize": pa.array(sizes[lo:hi], pa.int64()),
+                "doc_id": [f"d.{i}" for i in range(lo, hi)],
+                "_txt": pa.array(texts[lo:hi], pa.binary()),
+                "_json": pa.array(metas[lo:hi], pa.binary()),
+            }
+        )
+
+
+def _out(tmp_path: Path, name: str) -> Path:
+    out = tmp_path / name
+    (out / S.TMP_DIR).mkdir(parents=True)
+    (out / S.STATS_DIR).mkdir()
+    return out
+
+
+def _spec(out: Path, skip: frozenset[int] = frozenset(), per_sample: int = 1) -> S.ShardWriteSpec:
+    return S.ShardWriteSpec(str(out), "shard", per_sample, True, "fp", "doc_id", skip)
+
+
+def _rows(it: Iterator[pa.RecordBatch]) -> list[dict[str, object]]:
+    return [row for batch in it for row in batch.to_pylist()]
+
+
+def test_writer_commits_each_shard_with_its_stats(tmp_path: Path) -> None:
+    out = _out(tmp_path, "a")
+    rows = _rows(S.write_partition_shards(_batches(90, 16, 3), _spec(out)))
+    assert [r["shard"] for r in rows] == [0, 1, 2]
+    assert sum(r["nsamples"] for r in rows) == 90
+    for r in rows:
+        stats = json.loads((out / S.STATS_DIR / S.stats_name("shard", r["shard"])).read_text())
+        assert stats["sha256"] == r["sha256"] == S.file_sha256(str(out / stats["url"]))[1]
+        assert stats["fingerprint"] == "fp"
+        assert (out / S.dali_name("shard", r["shard"])).is_file()
+    assert list((out / S.TMP_DIR).iterdir()) == []
+
+
+def test_a_task_killed_mid_shard_leaves_only_committed_shards(tmp_path: Path) -> None:
+    whole = _out(tmp_path, "whole")
+    _rows(S.write_partition_shards(_batches(90, 16, 3), _spec(whole)))
+    out = _out(tmp_path, "crashed")
+    with pytest.raises(RuntimeError, match="killed"):
+        _rows(S.write_partition_shards(_batches(90, 16, 3, fail_after=70), _spec(out)))
+    committed = sorted(p.name for p in (out / S.STATS_DIR).iterdir())
+    assert committed == [S.stats_name("shard", 0), S.stats_name("shard", 1)]
+    assert not (out / S.shard_name("shard", 2)).exists()
+    # the rerun writes only the missing shard, and it comes out as in an uninterrupted run
+    rows = _rows(S.write_partition_shards(_batches(90, 16, 3), _spec(out, frozenset({0, 1}))))
+    assert [r["shard"] for r in rows] == [2]
+    for shard in range(3):
+        name = S.shard_name("shard", shard)
+        assert (out / name).read_bytes() == (whole / name).read_bytes()
+
+
+def test_docs_per_sample_packs_jsonl_members(tmp_path: Path) -> None:
+    out = _out(tmp_path, "a")
+    lines = [json.dumps({"doc_id": f"d.{i}", "text": f"t{i}"}).encode() + b"\n" for i in range(10)]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "_group": pa.array([0] * 10, pa.int64()),
+            "_base": pa.array([0] * 10, pa.int64()),
+            "_nshards": pa.array([1] * 10, pa.int64()),
+            "_gvbytes": pa.array([1000] * 10, pa.int64()),
+            "_vsize": pa.array([100] * 10, pa.int64()),
+            "doc_id": [f"d.{i}" for i in range(10)],
+            "_line": pa.array(lines, pa.binary()),
+        }
+    )
+    rows = _rows(S.write_partition_shards(iter([batch]), _spec(out, per_sample=4)))
+    assert rows[0]["nsamples"] == 3 and rows[0]["ndocs"] == 10
+    with open(out / S.shard_name("shard", 0), "rb") as f:
+        samples = list(S.read_samples(f, "x"))
+    assert [s["__key__"] for s in samples] == [S.safe_key(f"d.{i}") for i in (0, 4, 8)]
+    assert b"".join(s["jsonl"] for s in samples) == b"".join(lines)
+
+
+def test_duplicate_doc_ids_are_refused(tmp_path: Path) -> None:
+    out = _out(tmp_path, "a")
+    batch = next(_batches(4, 4, 1))
+    dup = batch.set_column(5, "doc_id", pa.array(["a", "b", "b", "c"]))
+    with pytest.raises(ValueError, match=S.DUPLICATE_MARK):
+        _rows(S.write_partition_shards(iter([dup]), _spec(out)))
+    assert list((out / S.TMP_DIR).iterdir()) == []
