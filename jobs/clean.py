@@ -429,6 +429,7 @@ def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> di
         "allowed_langs": list(cfg.audit.allowed_langs),
         "missing_rates": {k: v["missing_rate"] for k, v in run.columns.items()},
         "review_threshold": cfg.missing.review_threshold,
+        "exact_dedup": cfg.exact_dedup.enabled,
     }
     result = audit_clean_output(spark, str(staging), params)
     result.setdefault("ran", True)
