@@ -134,7 +134,20 @@ def run_demo(out: Path, docs: int, seed: int) -> int:
             (
                 "bench",
                 lambda: bench_loader.main(
-                    ["--shards", str(shards), "--output", str(bench_json), "--set", "bench.runs=1"]
+                    [
+                        "--shards",
+                        str(shards),
+                        "--output",
+                        str(bench_json),
+                        "--set",
+                        "bench.runs=1",
+                        "--set",
+                        "bench.small_files=500",
+                        "--set",
+                        "bench.random_reads=500",
+                        "--set",
+                        "bench.max_bytes=64MiB",
+                    ]
                 ),
                 bench_detail,
             )

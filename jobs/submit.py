@@ -61,7 +61,12 @@ def spark_submit_path() -> str:
 
 
 def build_command(
-    master: str, job: str, job_args: list[str], py_zip: Path, properties: str | None
+    master: str,
+    job: str,
+    job_args: list[str],
+    py_zip: Path,
+    properties: str | None,
+    confs: Sequence[str] = (),
 ) -> list[str]:
     """The spark-submit command line for `job`."""
     if job not in JOBS:
@@ -91,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", help="spark://HOST:PORT, yarn, k8s://..., local[*]")
     parser.add_argument(
         "--properties-file", help="Spark properties (e.g. conf/spark/cluster.properties)"
+    )
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="passed to spark-submit"
     )
     parser.add_argument("--py-zip", help="write the package zip here (alone: build it and exit)")
     parser.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
