@@ -132,6 +132,11 @@ def test_clean_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> None:
         cluster,
         "--properties-file",
         str(Path(__file__).parents[2] / "conf/spark/cluster.properties"),
+        # The test worker has 3 GB: the cluster defaults ask for more per executor.
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.driver.memory=1g",
         "clean",
         "--input",
         str(raw),
