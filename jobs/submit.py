@@ -85,6 +85,10 @@ def build_command(
         "--conf",
         f"spark.pyspark.driver.python={python}",
     ]
+    for item in confs:
+        if "=" not in item:
+            raise InputError(f"--conf {item!r}: expected KEY=VALUE")
+        cmd += ["--conf", item]
     return [*cmd, str(job_file), *job_args]
 
 
@@ -117,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             py_zip = Path(args.py_zip) if args.py_zip else Path(tmp) / "corpusclean.zip"
             build_zip(py_zip)
             cmd = build_command(
-                args.master, args.job, list(args.args), py_zip, args.properties_file
+                args.master, args.job, list(args.args), py_zip, args.properties_file, args.conf
             )
             if args.dry_run:
                 print(" ".join(cmd))
