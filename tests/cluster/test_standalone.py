@@ -196,4 +196,5 @@ def test_plain_spark_submit_local(tmp_path: Path) -> None:
         timeout=300,
     )
     assert bad.returncode == 1
-    assert "does not exist" in bad.stderr
+    # spark-submit merges the Python driver's stderr into its stdout.
+    assert "does not exist" in bad.stdout + bad.stderr
