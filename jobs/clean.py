@@ -299,7 +299,15 @@ def _execute(
         t2 = time.perf_counter()
         live = decided.filter(F.col(STAGE).isNull()).select(ROW_ID)
         candidates = feats.join(live, ROW_ID, "left_semi")
-        clusters, run.near = run_near_dedup(spark, candidates, id_col, minhash, cfg, work / "near")
+        clusters, run.near = run_near_dedup(
+            spark,
+            candidates,
+            id_col,
+            minhash,
+            cfg,
+            work / "near",
+            texts=marked.select(ROW_ID, text_col),
+        )
         decided = decided.transform(lambda d: apply_near_clusters(d, clusters, id_col))
         near_seconds = time.perf_counter() - t2
     else:

@@ -89,8 +89,9 @@ class NearDedupSection(Section):
     keep: KeepRule = "longest"
     bands: int | None = Field(None, ge=1)
     rows: int | None = Field(None, ge=1)
-    false_positive_weight: float = Field(0.5, ge=0.0, le=1.0)
+    false_positive_weight: float = Field(0.05, ge=0.0, le=1.0)
     verify: bool = True
+    exact_margin: float = Field(0.1, ge=0.0, le=1.0)
     max_bucket: int = Field(0, ge=0)
     union_find_max_edges: int = Field(5_000_000, ge=0)
     max_iterations: int = Field(64, ge=1)

@@ -10,6 +10,7 @@ chance band collision cannot chain unrelated documents into one cluster.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -121,3 +122,53 @@ def choose_cluster_survivors(
         )
         .select(ROW_ID, "cluster_id")
     )
+
+
+def _exact_batches(params: Any) -> Any:
+    from corpusclean.pipelines.minhash import shingle_batch
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            ha, oa = shingle_batch(batch.column("text_src"), params)
+            hb, ob = shingle_batch(batch.column("text_dst"), params)
+            out = np.zeros(batch.num_rows)
+            for i in range(batch.num_rows):
+                a = np.unique(ha[oa[i] : oa[i + 1]])
+                b = np.unique(hb[ob[i] : ob[i + 1]])
+                if len(a) and len(b):
+                    inter = len(np.intersect1d(a, b, assume_unique=True))
+                    out[i] = inter / (len(a) + len(b) - inter)
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "src": batch.column("src"),
+                    "dst": batch.column("dst"),
+                    "exact_jaccard": pa.array(out, pa.float64()),
+                }
+            )
+
+    return run
+
+
+def compute_exact_edge_jaccard(
+    edges: DataFrame, texts: DataFrame, text_col: str, params: Any
+) -> DataFrame:
+    """Exact Jaccard of the shingle sets of each edge's two documents.
+
+    Reads `src, dst` of `edges` and `_rid`, `text_col` of `texts`; returns
+    `src, dst, exact_jaccard`. Meant for the few edges whose estimate is too close to the
+    threshold to trust: it moves both texts of every edge it is given.
+    """
+    text = texts.select(F.col(ROW_ID), F.col(text_col).alias("t"))
+    pairs = (
+        edges.join(text.withColumnsRenamed({ROW_ID: "src", "t": "text_src"}), "src")
+        .join(text.withColumnsRenamed({ROW_ID: "dst", "t": "text_dst"}), "dst")
+        .select("src", "dst", "text_src", "text_dst")
+    )
+    schema = StructType(
+        [
+            StructField("src", LongType(), False),
+            StructField("dst", LongType(), False),
+            StructField("exact_jaccard", DoubleType(), False),
+        ]
+    )
+    return pairs.mapInArrow(_exact_batches(params), schema)
