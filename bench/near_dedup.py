@@ -131,6 +131,8 @@ def near_universe(source: Path, on: dict) -> pa.Table:
     removed = dups.filter(pc.and_(pc.equal(dups["stage"], "near"), pc.invert(dups["kept"])))
     ids = pa.concat_arrays([kept.combine_chunks(), removed["doc_id"].combine_chunks()])
     docs = ds.dataset(source, format="parquet").to_table(columns=["doc_id", "text"])
+    # Over 2 GB of text does not fit a 32-bit-offset string array once combined.
+    docs = docs.cast(pa.schema([("doc_id", pa.string()), ("text", pa.large_string())]))
     # doc_ids are unique after the doc_id stage; the survivors' texts are the longest copies.
     table = docs.filter(pc.is_in(docs["doc_id"], value_set=ids))
     order = pc.sort_indices(
