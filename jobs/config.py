@@ -17,10 +17,10 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -47,6 +47,22 @@ def _check_keep(value: str) -> str:
 # column) or the name of a numeric column (highest value wins). Ties always fall back to a
 # content hash and then the doc_id, so the choice never depends on partitioning.
 KeepRule = Annotated[str, AfterValidator(_check_keep)]
+
+
+def _spark_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _spark_strings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _spark_str(v) for k, v in value.items()}
+    return value
+
+
+# A job's `spark:` section: Spark takes every setting as a string (YAML's `true` -> "true").
+SparkSettings = Annotated[dict[str, str], BeforeValidator(_spark_strings)]
 
 
 class InputSection(Section):
@@ -133,14 +149,7 @@ class CleanConfig(Section):
     near_dedup: NearDedupSection = Field(default_factory=NearDedupSection)
     gate: GateSection = Field(default_factory=GateSection)
     audit: AuditSection = Field(default_factory=AuditSection)
-    spark: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("spark", mode="before")
-    @classmethod
-    def _spark_values_are_strings(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k): _spark_str(v) for k, v in value.items()}
-        return value
+    spark: SparkSettings = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _bounds(self) -> CleanConfig:
@@ -152,12 +161,6 @@ class CleanConfig(Section):
         if self.columns.id == self.columns.text:
             raise ValueError("columns.id and columns.text name the same column")
         return self
-
-
-def _spark_str(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def embedded_yaml(name: str) -> dict[str, Any]:

@@ -32,9 +32,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from corpusclean.jobs.config import Section, dump_config, load_config
+from corpusclean.jobs.config import Section, SparkSettings, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.log import Timer, fmt_rows, info, warn
 from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
@@ -77,17 +77,7 @@ class PackConfig(Section):
 
     shard: ShardSection = Field(default_factory=ShardSection)
     columns: PackColumnsSection = Field(default_factory=PackColumnsSection)
-    spark: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("spark", mode="before")
-    @classmethod
-    def _spark_values_are_strings(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {
-                str(k): ("true" if v else "false") if isinstance(v, bool) else str(v)
-                for k, v in value.items()
-            }
-        return value
+    spark: SparkSettings = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- input and output
