@@ -74,6 +74,22 @@ class PeakMemory(threading.Thread):
             self.stop.wait(0.1)
 
 
+def timed_process(cmd: list[str]) -> tuple[float, PeakMemory]:
+    """Run `cmd` to the end; its wall seconds and peak memory. Exits on a non-zero status."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mem = PeakMemory(proc.pid)
+    mem.start()
+    _, stderr = proc.communicate()
+    wall = time.perf_counter() - start
+    mem.stop.set()
+    mem.join()
+    if proc.returncode != 0:
+        sys.stderr.write(stderr[-4000:])
+        raise SystemExit(f"{' '.join(cmd[:3])} failed with exit {proc.returncode}")
+    return wall, mem
+
+
 def run_clean(sample: Path, near: bool, extra: list[str]) -> dict[str, object]:
     """One `corpusclean clean` run; returns wall seconds, peak memory and the report."""
     out = OUT / f"clean-{sample.name}-{'near' if near else 'nonear'}"
@@ -90,17 +106,7 @@ def run_clean(sample: Path, near: bool, extra: list[str]) -> dict[str, object]:
     if not near:
         cmd += ["--set", "near_dedup.enabled=false"]
     cmd += extra
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    mem = PeakMemory(proc.pid)
-    mem.start()
-    _, stderr = proc.communicate()
-    wall = time.perf_counter() - start
-    mem.stop.set()
-    mem.join()
-    if proc.returncode != 0:
-        sys.stderr.write(stderr[-3000:])
-        raise SystemExit(f"clean failed with exit {proc.returncode}")
+    wall, mem = timed_process(cmd)
     report = json.loads((out / "report.json").read_text())
     return {
         "docs": report["input_rows"],

@@ -23,7 +23,6 @@ import argparse
 import json
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clean import OUT, PeakMemory, ensure_sample
+from clean import OUT, ensure_sample, timed_process
 
 from corpusclean.pipelines.minhash import MinHashParams, shingle_batch
 
@@ -102,17 +101,7 @@ def run_clean(source: Path, near: bool, tag: str, extra: list[str]) -> dict:
         "gate.min_retention=0.0",
         *extra,
     ]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    mem = PeakMemory(proc.pid)
-    mem.start()
-    _, err = proc.communicate()
-    wall = time.perf_counter() - start
-    mem.stop.set()
-    mem.join()
-    if proc.returncode != 0:
-        sys.stderr.write(err[-4000:])
-        raise SystemExit(f"clean failed ({proc.returncode})")
+    wall, mem = timed_process(cmd)
     report = json.loads((out / "report.json").read_text())
     return {
         "out": out,
