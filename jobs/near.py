@@ -21,12 +21,14 @@ from corpusclean.jobs.config import CleanConfig
 from corpusclean.pipelines.components import spark_connected_components, union_find_components
 from corpusclean.pipelines.dedup import survivor_order
 from corpusclean.pipelines.near_dedup import (
+    MINHASH,
     ROW_ID,
     build_star_edges,
     choose_cluster_survivors,
     compute_exact_edge_jaccard,
     estimate_edge_jaccard,
     explode_band_keys,
+    select_edge_nodes,
 )
 
 JOB = "clean"
@@ -50,6 +52,12 @@ def _components_on_driver(spark: SparkSession, edges: DataFrame) -> DataFrame:
     return spark.createDataFrame(frame.to_pandas(), schema)
 
 
+def _materialise(spark: SparkSession, df: DataFrame, path: Path) -> DataFrame:
+    """Write `df` once and read it back, so later steps do not recompute its lineage."""
+    df.write.mode("overwrite").parquet(str(path))
+    return spark.read.parquet(str(path))
+
+
 def run_near_dedup(
     spark: SparkSession,
     candidates: DataFrame,
@@ -67,32 +75,43 @@ def run_near_dedup(
     nd = cfg.near_dedup
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    edges = build_star_edges(explode_band_keys(candidates), nd.max_bucket)
+    edges = _materialise(
+        spark, build_star_edges(explode_band_keys(candidates), nd.max_bucket), work / "pairs"
+    )
     if nd.verify:
-        scored = estimate_edge_jaccard(edges, candidates)
+        # Only the edges' endpoints' signatures, written once: both joins read that small
+        # frame instead of scanning every signature twice.
+        sigs = select_edge_nodes(edges, candidates.select(ROW_ID, MINHASH))
+        scored = estimate_edge_jaccard(edges, _materialise(spark, sigs, work / "signatures"))
     else:
         scored = edges.withColumn("jaccard", F.lit(None).cast("double"))
-    scored.write.mode("overwrite").parquet(str(work / "edges"))
+    all_edges = _materialise(spark, scored, work / "edges")
     timings["candidates"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    all_edges = spark.read.parquet(str(work / "edges"))
     exact_checked = 0
     if nd.verify and nd.exact_margin > 0 and texts is not None:
         # The estimate's standard error at 128 slots is ~0.035: edges that close to the
-        # threshold are decided on the documents' real shingle sets instead.
-        close = F.abs(F.col("jaccard") - F.lit(nd.threshold)) <= F.lit(nd.exact_margin)
-        exact = compute_exact_edge_jaccard(
-            all_edges.filter(close).select("src", "dst"), texts, cfg.columns.text, params
+        # threshold are decided on the documents' real shingle sets instead. Their texts are
+        # fetched in one scan (a broadcast semi-join on their row ids) and written once.
+        close = all_edges.filter(
+            F.abs(F.col("jaccard") - F.lit(nd.threshold)) <= F.lit(nd.exact_margin)
+        ).select("src", "dst")
+        close_texts = _materialise(spark, select_edge_nodes(close, texts), work / "texts")
+        exact = _materialise(
+            spark,
+            compute_exact_edge_jaccard(close, close_texts, cfg.columns.text, params),
+            work / "exact",
         )
-        exact.write.mode("overwrite").parquet(str(work / "exact"))
-        exact = spark.read.parquet(str(work / "exact"))
         all_edges = all_edges.join(exact, ["src", "dst"], "left").select(
             "src",
             "dst",
             F.coalesce("exact_jaccard", "jaccard").alias("jaccard"),
             F.col("exact_jaccard").isNotNull().alias("exact"),
         )
+    timings["exact"] = time.perf_counter() - t
+
+    t = time.perf_counter()
     keep = F.col("jaccard") >= F.lit(nd.threshold) if nd.verify else F.lit(True)
     exact_col = F.col("exact") if "exact" in all_edges.columns else F.lit(False)
     counts = all_edges.agg(

@@ -38,16 +38,23 @@ def build_star_edges(band_rows: DataFrame, max_bucket: int = 0) -> DataFrame:
 
     Reads `band, key, _rid`; returns distinct `src, dst` (src > dst: dst is the bucket's hub).
     Buckets larger than `max_bucket` (if > 0) are skipped as boilerplate.
+
+    One shuffle: the band rows are partitioned by bucket, and each bucket's size and hub are
+    window aggregates over it. An aggregate-then-join plan shuffles the band rows twice and
+    reads them twice (at 890k docs x 16 bands, 95 s against this plan's figure in
+    bench/near_dedup.py).
     """
-    buckets = band_rows.groupBy("band", "key").agg(
-        F.count(F.lit(1)).alias("size"), F.min(ROW_ID).alias("hub")
+    bucket = Window.partitionBy("band", "key")
+    sized = band_rows.select(
+        F.col(ROW_ID),
+        F.min(ROW_ID).over(bucket).alias("hub"),
+        F.count(F.lit(1)).over(bucket).alias("size"),
     )
-    shared = buckets.filter(F.col("size") > 1)
+    keep = F.col("size") > 1
     if max_bucket > 0:
-        shared = shared.filter(F.col("size") <= max_bucket)
+        keep = keep & (F.col("size") <= max_bucket)
     return (
-        band_rows.join(shared, ["band", "key"])
-        .filter(F.col(ROW_ID) != F.col("hub"))
+        sized.filter(keep & (F.col(ROW_ID) != F.col("hub")))
         .select(F.col(ROW_ID).alias("src"), F.col("hub").alias("dst"))
         .distinct()
     )
@@ -61,6 +68,21 @@ def signature_matrix(arr: pa.Array) -> np.ndarray:
     offsets = np.frombuffer(arr.buffers()[1], off_type)[arr.offset : arr.offset + len(arr) + 1]
     data = np.frombuffer(arr.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
     return data.view("<u4").reshape(len(arr), -1)
+
+
+def select_edge_nodes(edges: DataFrame, docs: DataFrame) -> DataFrame:
+    """The rows of `docs` that are an endpoint of some edge.
+
+    Reads `src, dst` of `edges` and `_rid` of `docs`; returns `docs`' rows (all its columns)
+    whose `_rid` is a `src` or `dst`. Joining edges to this small frame, rather than to all
+    documents, reads the documents once for both endpoints.
+    """
+    nodes = (
+        edges.select(F.col("src").alias(ROW_ID))
+        .union(edges.select(F.col("dst").alias(ROW_ID)))
+        .distinct()
+    )
+    return docs.join(nodes, ROW_ID, "left_semi")
 
 
 def _jaccard_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

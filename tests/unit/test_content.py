@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
+import random
 
-from corpusclean.pipelines.content import content_hashes, normalise_text
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpusclean.pipelines.content import collapse_whitespace, content_hashes, normalise_text
 
 
 def test_normalisation() -> None:
@@ -22,3 +25,32 @@ def test_hash_equal_for_variants_and_distinct_otherwise() -> None:
     assert hashes[0] != hashes[2]
     assert hashes[3] is None
     assert len(hashes[0]) == 16
+
+
+def _re2_collapse(texts: pa.Array) -> list[str | None]:
+    return pc.replace_substring_regex(texts, r"\s+", " ").to_pylist()
+
+
+def test_collapse_whitespace_matches_re2_on_random_strings() -> None:
+    rng = random.Random(7)
+    alphabet = " \t\n\r\x0b\x0cab\u00dfé日"
+    for _ in range(400):
+        values = [
+            None
+            if rng.random() < 0.1
+            else "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 14)))
+            for _ in range(rng.randrange(0, 10))
+        ]
+        for typ in (pa.string(), pa.large_string()):
+            arr = pa.array(values, typ)
+            out = collapse_whitespace(arr)
+            assert out.type == typ
+            assert out.to_pylist() == _re2_collapse(arr), values
+
+
+def test_collapse_whitespace_on_slices_keeps_string_boundaries() -> None:
+    arr = pa.array(["a ", " b", "\t\t", None, "", "c\n\nd", "  "])
+    for i in range(len(arr)):
+        for j in range(i, len(arr) + 1):
+            part = arr.slice(i, j - i)
+            assert collapse_whitespace(part).to_pylist() == _re2_collapse(part)

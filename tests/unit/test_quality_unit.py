@@ -276,3 +276,20 @@ def test_lines_name_the_check_column_and_observed_value() -> None:
     verdict = check.verdict_line(result, [rec])
     assert verdict.startswith("verdict: FAIL") and "doc_id_unique (doc_id)" in verdict
     assert "1 pass" in verdict and "1 fail" in verdict
+
+
+def test_text_check_values_counts_exactly_the_bad_characters() -> None:
+    import unicodedata
+
+    import pyarrow as pa
+
+    every_char = "".join(chr(c) for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF)
+    expected = sum(
+        1
+        for ch in every_char
+        if ch == "\ufffd" or (unicodedata.category(ch) == "Cc" and ch not in "\t\n\r")
+    )
+    out = quality.text_check_values(pa.array([every_char, "", None, "ok\t\n\r", "a\x00\ufffd"]))
+    assert out.field("bad_chars").to_pylist() == [expected, 0, None, 0, 2]
+    hashes = out.field("norm_hash").to_pylist()
+    assert hashes[2] is None and len(hashes[0]) == 16 and hashes[3] != hashes[4]
