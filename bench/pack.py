@@ -7,6 +7,10 @@ a fixed vocabulary, the usual metadata columns), then in one Spark session times
 
 * `parquet rewrite`: spark.read.parquet(data).write.parquet(...), the baseline (goal: pack
   within 1.5x of it);
+* `parquet rewrite, shuffled`: the same rewrite through the redistribution pack's default
+  does (hash-partitioned on the seeded doc_id hash into as many tasks as pack uses, sorted
+  within them). A fair mix of the corpus in every shard needs that shuffle, which a plain
+  rewrite does not do, so this is the like-for-like baseline for `shuffle` on;
 * `pack` at docs_per_sample 1 and 256 (shuffle on), and docs_per_sample 1 with shuffle off;
 * each case runs --repeat times after a warm-up and keeps its best time;
 * the tar member writer alone (in memory): corpusclean's header template against
@@ -159,6 +163,16 @@ def main() -> int:
         spark.read.parquet(data).write.parquet(str(out))
         return time.perf_counter() - start
 
+    def shuffled_rewrite(tasks: int) -> float:
+        import pyspark.sql.functions as F
+
+        out = work / "rewrite"
+        shutil.rmtree(out, ignore_errors=True)
+        start = time.perf_counter()
+        df = spark.read.parquet(data).withColumn("_h", F.xxhash64(F.lit(0), F.col("doc_id")))
+        df.repartition(tasks, "_h").sortWithinPartitions("_h").drop("_h").write.parquet(str(out))
+        return time.perf_counter() - start
+
     def run_pack(section: ShardSection) -> tuple[float, PackResult]:
         out = work / "shards"
         shutil.rmtree(out, ignore_errors=True)
@@ -168,10 +182,16 @@ def main() -> int:
 
     # Warm-up: JVM, Parquet readers, Arrow and the Python workers mapInArrow starts.
     rewrite()
-    run_pack(ShardSection(target_bytes=args.target_bytes))
+    _, warm = run_pack(ShardSection(target_bytes=args.target_bytes))
+    tasks = max(1, int(warm.index["totals"]["shards"]))
+    shuffled_rewrite(tasks)
     rows: list[dict[str, object]] = []
     base = min(rewrite() for _ in range(args.repeat))
     rows.append({"case": "parquet rewrite", "seconds": base, "tar_bytes_per_doc": None})
+    shuffled = min(shuffled_rewrite(tasks) for _ in range(args.repeat))
+    rows.append(
+        {"case": "parquet rewrite, shuffled", "seconds": shuffled, "tar_bytes_per_doc": None}
+    )
     cases = [
         ("pack k=1 shuffle", ShardSection(docs_per_sample=1, target_bytes=args.target_bytes)),
         ("pack k=256 shuffle", ShardSection(docs_per_sample=256, target_bytes=args.target_bytes)),
@@ -201,7 +221,8 @@ def main() -> int:
         f"target {args.target_bytes / 2**20:.0f} MiB, {spark.sparkContext.master}"
     )
     head = (
-        f"{'case':<22} {'s':>7} {'text MB/s':>10} {'docs/s':>10} {'x rewrite':>10} "
+        f"{'case':<26} {'s':>7} {'text MB/s':>10} {'docs/s':>10} {'x rewrite':>10} "
+        f"{'x shuffled':>10} "
         f"{'plan s':>7} {'write s':>8} {'tar B/doc':>10}"
     )
     print(head)
@@ -211,11 +232,12 @@ def main() -> int:
         row["text_mb_s"] = text_bytes / 1e6 / s
         row["docs_s"] = args.docs / s
         row["x_rewrite"] = s / base
+        row["x_shuffled_rewrite"] = s / shuffled
         per_doc = row.get("tar_bytes_per_doc")
         plan_s, write_s = row.get("plan_s"), row.get("write_s")
         print(
-            f"{row['case']:<22} {s:>7.1f} {row['text_mb_s']:>10.1f} {row['docs_s']:>10,.0f} "
-            f"{row['x_rewrite']:>10.2f} "
+            f"{row['case']:<26} {s:>7.1f} {row['text_mb_s']:>10.1f} {row['docs_s']:>10,.0f} "
+            f"{row['x_rewrite']:>10.2f} {row['x_shuffled_rewrite']:>10.2f} "
             f"{'' if plan_s is None else f'{plan_s:.1f}':>7} "
             f"{'' if write_s is None else f'{write_s:.1f}':>8} "
             f"{'' if per_doc is None else f'{per_doc:,.0f}':>10}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import SparkSession
 
@@ -41,13 +42,17 @@ def test_star_edges_link_each_bucket_to_its_smallest_member(spark) -> None:
     assert _pairs(build_star_edges(_band_rows(spark, rows))) == {(5, 3), (9, 3), (9, 5)}
 
 
-def test_star_edges_are_linear_in_bucket_size_and_respect_max_bucket(spark) -> None:
-    members = list(range(100, 2100))
-    rows = [(0, 42, rid) for rid in members] + [(1, 5, 1), (1, 5, 2)]
-    edges = build_star_edges(_band_rows(spark, rows))
-    assert edges.count() == len(members) - 1 + 1  # k - 1 for the big bucket, 1 for the pair
-    limited = _pairs(build_star_edges(_band_rows(spark, rows), max_bucket=10))
-    assert limited == {(2, 1)}
+def test_a_100k_member_bucket_gives_k_minus_1_edges_and_max_bucket_skips_it(spark) -> None:
+    big = spark.range(100_000).select(
+        F.lit(0).alias("band"),
+        F.lit(42).cast("long").alias("key"),
+        (F.col("id") + 100).alias("_rid"),
+    )
+    rows = big.unionByName(_band_rows(spark, [(1, 5, 1), (1, 5, 2)]))
+    edges = build_star_edges(rows)
+    hubs = edges.groupBy("dst").count().collect()
+    assert sorted((r["dst"], r["count"]) for r in hubs) == [(1, 1), (100, 99_999)]
+    assert _pairs(build_star_edges(rows, max_bucket=10)) == {(2, 1)}
 
 
 def test_star_edges_do_not_depend_on_partitioning(spark) -> None:
