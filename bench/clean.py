@@ -50,25 +50,36 @@ def ensure_sample(docs: int, seed: int) -> Path:
 
 
 class PeakMemory(threading.Thread):
-    """Samples RSS of a process (the Python driver) and of its java children."""
+    """Samples RSS of a process (the Python driver), of its java children and of its whole tree.
+
+    The tree counts every descendant too: Spark's Python workers (children of the JVM in local
+    mode) or a peer's worker processes.
+    """
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.proc = psutil.Process(pid)
         self.python_peak = 0
         self.jvm_peak = 0
+        self.tree_peak = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             try:
-                self.python_peak = max(self.python_peak, self.proc.memory_info().rss)
-                jvm = sum(
-                    c.memory_info().rss
-                    for c in self.proc.children(recursive=True)
-                    if "java" in c.name()
-                )
+                own = self.proc.memory_info().rss
+                self.python_peak = max(self.python_peak, own)
+                jvm = tree = 0
+                for child in self.proc.children(recursive=True):
+                    try:
+                        rss = child.memory_info().rss
+                        tree += rss
+                        if "java" in child.name():
+                            jvm += rss
+                    except psutil.Error:  # a worker that ended between listing and reading
+                        continue
                 self.jvm_peak = max(self.jvm_peak, jvm)
+                self.tree_peak = max(self.tree_peak, own + tree)
             except psutil.Error:
                 pass
             self.stop.wait(0.1)

@@ -8,13 +8,18 @@ For the same input it runs, each in a fresh process:
   signatures included; the report gives the sub-stages);
 - a single-process datasketch pass (MinHash + MinHashLSH insert/query + union-find), the tool a
   user would otherwise script, on exactly the documents corpusclean's near stage saw, with the
-  same shingles, permutations and threshold.
+  same shingles, permutations and threshold;
+- datatrove's MinHash pipeline (signatures, buckets, cluster, filter) with its own defaults, on
+  the same documents, in its own virtual environment (bench/out/venv-datatrove, created from
+  bench/requirements-datatrove.txt on first use; `--skip-datatrove` leaves it out).
 Precision and recall are doc-level against exact Jaccard of the same shingle sets: brute force
 over all pairs for a real corpus (sparse incidence product), and for the synthetic sample over
-the injected pairs plus every pair either tool proposed (unrelated synthetic documents share no
+the injected pairs plus every pair any tool proposed (unrelated synthetic documents share no
 5-gram runs, so no true pair lies outside those).
 
-Prints a table and, last, one JSON line.
+`peak MB` is the peak RSS of a tool's whole process tree (corpusclean: driver, JVM and Spark's
+Python workers; datatrove: its worker processes); for the in-process datasketch pass, the
+growth of this process. Prints a table and, last, one JSON line.
 """
 
 from __future__ import annotations
@@ -108,6 +113,7 @@ def run_clean(source: Path, near: bool, tag: str, extra: list[str]) -> dict:
         "wall": wall,
         "py_mb": mem.python_peak / 2**20,
         "jvm_mb": mem.jvm_peak / 2**20,
+        "tree_mb": mem.tree_peak / 2**20,
         "report": report,
     }
 
@@ -182,6 +188,27 @@ def datasketch_pass(sets: list[np.ndarray], params: MinHashParams, threshold: fl
     return {"seconds": seconds, "peak_mb": (peak - base) / 2**20, "roots": roots}
 
 
+def datatrove_pass(universe: pa.Table, tag: str) -> dict:
+    """datatrove's MinHash dedup on the near stage's documents, in its own venv and process."""
+    from peer_datatrove import ensure_venv
+
+    python = ensure_venv()
+    work = OUT / f"dt-{tag}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    docs = work / "docs.parquet"
+    pq.write_table(universe.select(["doc_id", "text"]), docs)
+    result = work / "result.json"
+    script = Path(__file__).resolve().parent / "peer_datatrove.py"
+    cmd = [str(python), str(script), "--input", str(docs), "--work", str(work / "run")]
+    cmd += ["--result", str(result), "--tasks", "2", "--workers", "2"]
+    wall, mem = timed_process(cmd)
+    out = json.loads(result.read_text())
+    out["process_wall_s"] = wall
+    out["peak_mb"] = mem.tree_peak / 2**20
+    return out
+
+
 def shingle_sets(texts: pa.Array, params: MinHashParams) -> list[np.ndarray]:
     """Each document's set of shingle hashes, with the tokenizer corpusclean uses."""
     hashes, offsets = shingle_batch(texts, params)
@@ -229,6 +256,7 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-datasketch", action="store_true")
+    ap.add_argument("--skip-datatrove", action="store_true")
     ap.add_argument("--edits", type=float, default=0.2, help="share of chapters edited (corpus)")
     ap.add_argument("--set", action="append", default=[], help="extra --set for clean")
     args = ap.parse_args()
@@ -277,6 +305,15 @@ def main() -> None:
         roots = np.array(ds_res["roots"])
         counts = np.bincount(roots, minlength=n)
         ds_pos = counts[roots] > 1
+    dt_res = None
+    if not args.skip_datatrove:
+        dt_res = datatrove_pass(universe, tag)
+        dt_pos = np.zeros(n, bool)
+        dt_groups: dict[str, list[int]] = {}
+        for d, c in dt_res["clusters"].items():
+            if d in index:
+                dt_pos[index[d]] = True
+                dt_groups.setdefault(str(c), []).append(index[d])
     if args.corpus:
         truth = brute_force_positive(sets, args.threshold)
         truth_note = "brute force over all pairs"
@@ -294,6 +331,9 @@ def main() -> None:
             for i, r in enumerate(ds_res["roots"]):
                 if r != i:
                     pairs.add((i, r))
+        if dt_res is not None:
+            for members in dt_groups.values():
+                pairs.update((m, members[0]) for m in members[1:])
         for a, b in pairs:
             if jaccard(sets[a], sets[b]) >= args.threshold:
                 truth[a] = truth[b] = True
@@ -310,11 +350,11 @@ def main() -> None:
             "corpusclean clean, near on",
             on_s,
             n / max(near_cost, 1e-9),
-            on["py_mb"],
+            on["tree_mb"],
             on["jvm_mb"],
             *score(cc_pos, truth),
         ),
-        ("corpusclean clean, near off", off_s, None, off["py_mb"], off["jvm_mb"], None, None),
+        ("corpusclean clean, near off", off_s, None, off["tree_mb"], off["jvm_mb"], None, None),
     ]
     if ds_res is not None:
         rows.append(
@@ -327,13 +367,24 @@ def main() -> None:
                 *score(ds_pos, truth),
             )
         )
+    if dt_res is not None:
+        rows.append(
+            (
+                f"datatrove MinHash ({dt_res['config']['bands']}x{dt_res['config']['rows']})",
+                dt_res["seconds"],
+                n / dt_res["seconds"],
+                dt_res["peak_mb"],
+                None,
+                *score(dt_pos, truth),
+            )
+        )
     print(
         f"\nnear-dedup on {tag}: {n:,} docs reach the near stage, threshold {args.threshold}, "
         f"{params.num_perm} perms, {params.bands}x{params.rows} bands; truth: {truth_note}; "
         f"{int(truth.sum()):,} true duplicate docs"
     )
     print(
-        f"{'tool':<32} {'wall s':>8} {'near docs/s':>12} {'py MB':>7} {'JVM MB':>7} "
+        f"{'tool':<32} {'wall s':>8} {'near docs/s':>12} {'peak MB':>7} {'JVM MB':>7} "
         f"{'precision':>9} {'recall':>7}"
     )
     for name, wall, rate, py, jvm, p, r in rows:
@@ -357,6 +408,7 @@ def main() -> None:
             "precision": round(score(cc_pos, truth)[0], 4),
             "recall": round(score(cc_pos, truth)[1], 4),
             "python_driver_peak_mb": round(on["py_mb"], 1),
+            "process_tree_peak_mb": round(on["tree_mb"], 1),
             "jvm_peak_mb": round(on["jvm_mb"], 1),
             "near_report": nd,
         },
@@ -372,6 +424,19 @@ def main() -> None:
         }
         summary["speedup_near_stage"] = round(ds_res["seconds"] / max(near_cost, 1e-9), 2)
         summary["speedup_whole_clean"] = round(ds_res["seconds"] / on_s, 2)
+    if dt_res is not None:
+        p, r = score(dt_pos, truth)
+        summary["datatrove"] = {
+            "seconds": round(dt_res["seconds"], 2),
+            "stage_seconds": dt_res.get("stage_seconds"),
+            "docs_per_s": round(n / dt_res["seconds"], 1),
+            "peak_mb": round(dt_res["peak_mb"], 1),
+            "config": dt_res.get("config"),
+            "version": dt_res.get("version"),
+            "precision": round(p, 4),
+            "recall": round(r, 4),
+        }
+        summary["speedup_vs_datatrove_whole_clean"] = round(dt_res["seconds"] / on_s, 2)
     print(json.dumps(summary, default=str))
 
 
