@@ -211,8 +211,13 @@ def datatrove_pass(universe: pa.Table, tag: str) -> dict:
 
 def shingle_sets(texts: pa.Array, params: MinHashParams) -> list[np.ndarray]:
     """Each document's set of shingle hashes, with the tokenizer corpusclean uses."""
-    hashes, offsets = shingle_batch(texts, params)
-    return [np.unique(hashes[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)]
+    sets: list[np.ndarray] = []
+    # In slices: tokenising a million documents at once needs several times their text in
+    # intermediate arrays (that ran this script out of 24 GB).
+    for lo in range(0, len(texts), 20_000):
+        hashes, offsets = shingle_batch(texts.slice(lo, 20_000), params)
+        sets += [np.unique(hashes[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)]
+    return sets
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
