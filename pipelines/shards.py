@@ -35,6 +35,7 @@ from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
@@ -61,8 +62,14 @@ TMP_DIR = "_tmp"
 # Per-document share of a `.jsonl` member's header and average padding, for planning only.
 _SAMPLE_OVERHEAD = BLOCK + BLOCK // 2
 
-_SAFE_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_KEY_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+_MAX_KEPT_KEY = 64
+_SAFE_KEY = re.compile(rf"[A-Za-z0-9_-]{{1,{_MAX_KEPT_KEY}}}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_-]+")
+# `_SAFE_KEY` as a byte table: its characters are ASCII, so an id matches it exactly when every
+# UTF-8 byte is in the table (any byte of a non-ASCII character is >= 0x80) and the length fits.
+_KEY_BYTE = np.zeros(256, dtype=bool)
+_KEY_BYTE[np.frombuffer(_KEY_CHARS, dtype=np.uint8)] = True
 
 
 # --------------------------------------------------------------------------- keys and sizes
@@ -84,6 +91,28 @@ def safe_key(doc_id: str) -> str:
     digest = hashlib.blake2b(doc_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     readable = _UNSAFE_RUN.sub("_", doc_id)[:KEY_PREFIX_CHARS]
     return f"{readable}~{digest}"
+
+
+def safe_keys(doc_ids: pa.Array) -> pa.Array:
+    """`safe_key` of every doc_id of a string array, as a binary array.
+
+    The common case, ids that already are keys, is recognised on the UTF-8 bytes of the whole
+    array at once and returned as a zero-copy view; only the other ids go through `safe_key`,
+    one by one. A null id raises `safe_key`'s error.
+    """
+    offsets, values = _offsets_values(doc_ids)
+    lengths = np.diff(offsets)
+    rel = offsets - offsets[0]
+    # Running count of bytes outside the key alphabet: an id is clean when it adds none.
+    bad = np.zeros(int(rel[-1]) + 1, dtype=np.int64)
+    np.cumsum(~_KEY_BYTE[values[offsets[0] : offsets[-1]]], out=bad[1:])
+    kept = (bad[rel[1:]] == bad[rel[:-1]]) & (lengths >= 1) & (lengths <= _MAX_KEPT_KEY)
+    keys = _as_binary(doc_ids)
+    if kept.all():
+        return keys
+    rewrite = pa.array(np.flatnonzero(~kept))
+    new = [safe_key(d).encode("ascii") for d in doc_ids.take(rewrite).to_pylist()]
+    return pc.replace_with_mask(keys, pa.array(~kept), pa.array(new, keys.type))
 
 
 def member_bytes(size: int) -> int:
@@ -140,6 +169,53 @@ def ustar_header(name: bytes, size: int) -> bytes:
     chksum = _TEMPLATE_SUM + sum(name) + sum(size_field) - _ZERO_SIZE_SUM
     head[148:155] = b"%06o\x00" % chksum
     return bytes(head)
+
+
+_TEMPLATE_ROW = np.frombuffer(_TEMPLATE, dtype=np.uint8)
+_SIZE_DIGITS = 11  # ustar size field: 11 octal digits and a NUL
+_SIZE_SHIFTS = np.arange(3 * (_SIZE_DIGITS - 1), -1, -3, dtype=np.int64)
+_CHKSUM_SHIFTS = np.arange(15, -1, -3, dtype=np.int64)  # 6 octal digits, then NUL and a space
+_VARYING = 124 + _SIZE_DIGITS + 1  # name, mode, uid, gid and size fields
+_VARYING_SUM = _TEMPLATE_SUM - int(_TEMPLATE_ROW[:_VARYING].sum())
+
+
+def ustar_headers(keys: pa.Array, ext: str, sizes: np.ndarray) -> np.ndarray:
+    """The `ustar_header` of member `{key}.{ext}` of `sizes[i]` bytes for every key, at once.
+
+    Returns an (n, 512) uint8 array: rows of the template with the name, the size in octal and
+    the checksum (the byte sum with the checksum field as spaces, which the template holds)
+    filled in column-wise, so the cost is per batch of members, not per member.
+    """
+    offsets, values = _offsets_values(keys)
+    lengths = np.diff(offsets)
+    n = len(lengths)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    suffix = f".{ext}".encode("ascii")
+    head = np.empty((n, BLOCK), dtype=np.uint8)
+    if not n:
+        return head
+    name_bytes = values[offsets[0] : offsets[-1]]
+    longest = int(lengths.argmax())
+    if int(lengths[longest]) + len(suffix) > MAX_MEMBER_NAME:
+        name = bytes(values[offsets[longest] : offsets[longest + 1]]) + suffix
+        raise ValueError(f"tar member name longer than {MAX_MEMBER_NAME} bytes: {name!r}")
+    if len(name_bytes) and int(name_bytes.max()) > 0x7F:
+        raise ValueError("tar member names must be ASCII")
+    if int(sizes.max()) >= 8**_SIZE_DIGITS or int(sizes.min()) < 0:
+        raise ValueError(f"tar member size outside the ustar size field: {int(sizes.max())}")
+    head[:] = _TEMPLATE_ROW
+    rows = np.repeat(np.arange(n), lengths)
+    cols = np.arange(len(name_bytes)) - np.repeat(offsets[:-1] - offsets[0], lengths)
+    head[rows, cols] = name_bytes
+    tail = np.arange(len(suffix))
+    head[np.arange(n)[:, None], lengths[:, None] + tail] = np.frombuffer(suffix, dtype=np.uint8)
+    head[:, 124 : 124 + _SIZE_DIGITS] = ((sizes[:, None] >> _SIZE_SHIFTS) & 7) + ord("0")
+    # Only the name and size fields (the first 136 bytes) differ from the template, whose sum
+    # already counts the checksum field as spaces.
+    chksum = _VARYING_SUM + head[:, :_VARYING].sum(axis=1, dtype=np.int64)
+    head[:, 148:154] = ((chksum[:, None] >> _CHKSUM_SHIFTS) & 7) + ord("0")
+    head[:, 154] = 0
+    return head
 
 
 # --------------------------------------------------------------------------- Spark steps
@@ -250,22 +326,32 @@ class ShardPlan:
         return range(base, base + int(self.group_shards[group]))
 
 
-def plan_shards(bucket_vbytes: np.ndarray, bucket_docs: np.ndarray, target_bytes: int) -> ShardPlan:
+def plan_shards(
+    bucket_vbytes: np.ndarray,
+    bucket_docs: np.ndarray,
+    target_bytes: int,
+    breaks: np.ndarray | None = None,
+) -> ShardPlan:
     """Pack consecutive buckets into groups of at most `target_bytes` and number their shards.
 
     A group closes before a bucket would push it over the target, so a group is one shard
     unless it is a single bucket larger than the target, which is cut into
-    ceil(vbytes / target) even shards.
+    ceil(vbytes / target) even shards. A group also closes before every bucket `breaks` marks
+    (True: the bucket starts a new input file, so no group spans two files).
     """
     vbytes = np.asarray(bucket_vbytes, dtype=np.int64)
     docs = np.asarray(bucket_docs, dtype=np.int64)
+    starts = np.zeros(len(vbytes), dtype=bool) if breaks is None else np.asarray(breaks, dtype=bool)
+    if len(starts) != len(vbytes):
+        raise ValueError(f"{len(starts)} breaks for {len(vbytes)} buckets")
     bucket_group = np.empty(len(vbytes), dtype=np.int64)
     g_v: list[int] = []
     g_d: list[int] = []
     current_v = current_d = 0
     group = -1
-    for i, (v, d) in enumerate(zip(vbytes.tolist(), docs.tolist(), strict=True)):
-        if group < 0 or current_v + v > target_bytes:
+    rows = zip(vbytes.tolist(), docs.tolist(), starts.tolist(), strict=True)
+    for i, (v, d, new_file) in enumerate(rows):
+        if group < 0 or new_file or current_v + v > target_bytes:
             if group >= 0:
                 g_v.append(current_v)
                 g_d.append(current_d)
@@ -332,7 +418,8 @@ def partition_keys(n_partitions: int) -> np.ndarray:
     """For each partition p < n, an int32 key that `repartition(n, key)` sends to partition p.
 
     Hash partitioning of the group numbers themselves would leave about a third of the tasks
-    empty and give others two or three groups; these keys give every group its own task.
+    empty and give others two or three groups; with these keys each task gets exactly the groups
+    it was given.
     """
     keys = np.full(n_partitions, -1, dtype=np.int64)
     missing = n_partitions
@@ -385,61 +472,178 @@ class ShardStats:
         return json.dumps({**self.__dict__, "fingerprint": fingerprint}, sort_keys=True) + "\n"
 
 
+def _as_binary(arr: pa.Array) -> pa.Array:
+    """`arr` as a binary or large_binary array; string arrays become zero-copy views."""
+    kind = arr.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return arr
+    if pa.types.is_string(kind):
+        return arr.view(pa.binary())
+    if pa.types.is_large_string(kind):
+        return arr.view(pa.large_binary())
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        return arr.cast(pa.large_binary())
+    raise TypeError(f"expected a string or binary array, got {kind}")
+
+
+def _offsets_values(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of a string or binary array without copying the values.
+
+    `offsets` (int64, one more than the rows) index into `values`, the whole data buffer as
+    uint8, so element i is `values[offsets[i]:offsets[i + 1]]` whatever the array's slice offset.
+    """
+    arr = _as_binary(arr)
+    width = 8 if pa.types.is_large_binary(arr.type) else 4
+    buffers = arr.buffers()
+    if len(arr) == 0 or buffers[1] is None:
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(
+        buffers[1],
+        dtype=np.int64 if width == 8 else np.int32,
+        count=len(arr) + 1,
+        offset=arr.offset * width,
+    ).astype(np.int64)
+    data = buffers[2]
+    values = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return offsets, values
+
+
+def _binary_from(kind: pa.DataType, offsets: np.ndarray, data: Any) -> pa.Array:
+    """A binary array of `kind` over `data` (a buffer or uint8 array) cut at `offsets`."""
+    wide = pa.types.is_large_binary(kind)
+    cuts = pa.py_buffer(np.asarray(offsets, dtype=np.int64 if wide else np.int32))
+    return pa.Array.from_buffers(kind, len(offsets) - 1, [None, cuts, pa.py_buffer(data)])
+
+
+def _padded_sizes(sizes: np.ndarray) -> np.ndarray:
+    return (sizes + (BLOCK - 1)) // BLOCK * BLOCK
+
+
 class TarShardWriter:
     """Writes one shard under a temporary name, hashing as it goes; `commit` renames it.
 
     Members are written in the order given with fixed header fields, so the same samples
-    always give the same bytes. `add_sample` sorts a sample's members by extension, as
+    always give the same bytes. `add_samples` sorts a sample's members by extension, as
     WebDataset's own writer does.
     """
 
-    _FLUSH = 1 << 20
+    # Samples are assembled about this many bytes at a time: large enough that the per-chunk
+    # cost is negligible, small enough to bound a task's memory next to its Arrow batch.
+    CHUNK_BYTES = 32 << 20
 
     def __init__(self, temp_path: Path, dali_index: bool = False) -> None:
         self.temp_path = temp_path
         self._file: IO[bytes] | None = open(temp_path, "wb")  # noqa: SIM115 - closed in finish
         self._sha = hashlib.sha256()
-        self._buf = bytearray()
         self.offset = 0
         self.nsamples = 0
         self.ndocs = 0
         self._idx: list[str] | None = [] if dali_index else None
 
-    def _emit(self, data: bytes) -> None:
-        self._buf += data
-        self.offset += len(data)
-        if len(self._buf) >= self._FLUSH:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._buf and self._file is not None:
-            self._file.write(self._buf)
-            self._sha.update(self._buf)
-            self._buf = bytearray()
+    def _write(self, data: Any) -> None:
+        assert self._file is not None
+        self._file.write(data)
+        self._sha.update(data)
+        self.offset += memoryview(data).nbytes
 
     def add_sample(self, key: str, members: Sequence[tuple[str, bytes]], ndocs: int = 1) -> None:
         """Append one sample: a member `{key}.{ext}` for each (ext, data)."""
-        parts = []
-        for ext, data in sorted(members):
-            name = f"{key}.{ext}".encode("ascii")
-            size = len(data)
+        self.add_samples(
+            pa.array([key.encode("ascii")], pa.binary()),
+            [(ext, pa.array([data], pa.binary())) for ext, data in members],
+            ndocs,
+        )
+
+    def add_samples(
+        self, keys: pa.Array, members: Sequence[tuple[str, pa.Array]], ndocs: int | None = None
+    ) -> None:
+        """Append one sample per key: a member `{key}.{ext}` for each (ext, data array).
+
+        `keys` (ASCII strings or binary) and every data array have one row per sample and no
+        nulls; `ndocs` is the number of documents the samples hold (default: one each). Each
+        chunk of samples becomes one buffer (headers from `ustar_headers`, then Arrow joins
+        header, data and zero padding of every member in C++), written and hashed in one call:
+        the profiling run of `write_partition_shards` (50k documents of 2 KB) took 0.70 s with
+        a header and a buffered write per piece, 0.29 s so, of which sha256 and the file write
+        are 0.18 s.
+        """
+        n = len(keys)
+        ordered = sorted(members, key=lambda member: member[0])
+        if keys.null_count:
+            raise ValueError("a sample key is null")
+        datas = []
+        for ext, data in ordered:
+            if len(data) != n:
+                raise ValueError(f"member {ext!r} has {len(data)} rows for {n} keys")
+            if data.null_count:
+                raise ValueError(f"member {ext!r} of a sample is null")
+            datas.append(_as_binary(data))
+        sizes = [np.diff(_offsets_values(data)[0]) for data in datas]
+        ends = np.cumsum(sum((BLOCK + _padded_sizes(s) for s in sizes), np.zeros(n, np.int64)))
+        lo = 0
+        while lo < n:
+            before = int(ends[lo - 1]) if lo else 0
+            hi = max(lo + 1, int(np.searchsorted(ends, before + self.CHUNK_BYTES, "right")))
+            chunk = [
+                (ext, data.slice(lo, hi - lo), size[lo:hi])
+                for (ext, _), data, size in zip(ordered, datas, sizes, strict=True)
+            ]
+            self._write_chunk(keys.slice(lo, hi - lo), chunk, int(ends[hi - 1]) - before)
+            lo = hi
+        self.nsamples += n
+        self.ndocs += n if ndocs is None else ndocs
+
+    def _write_chunk(
+        self, keys: pa.Array, members: Sequence[tuple[str, pa.Array, np.ndarray]], total: int
+    ) -> None:
+        """Write samples of `total` bytes whose members (ext, data, sizes) are in order."""
+        wide = total >= 2**31 or any(pa.types.is_large_binary(d.type) for _, d, _ in members)
+        kind = pa.large_binary() if wide else pa.binary()
+        n = len(keys)
+        blocks = np.arange(n + 1, dtype=np.int64) * BLOCK
+        sample_bytes = sum((BLOCK + _padded_sizes(s) for _, _, s in members), np.zeros(n, np.int64))
+        at = (
+            self.offset + np.cumsum(sample_bytes) - sample_bytes
+        )  # each member's header, in the file
+        names = keys.cast(pa.string()).to_pylist() if self._idx is not None else []
+        pieces: list[pa.Array] = []
+        entries: list[list[str]] = []
+        for ext, data, sizes in members:
+            padded = _padded_sizes(sizes)
+            pad = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(padded - sizes, out=pad[1:])
+            pieces += [
+                _binary_from(kind, blocks, ustar_headers(keys, ext, sizes)),
+                data if data.type == kind else data.cast(kind),
+                _binary_from(kind, pad, np.zeros(int(pad[-1]), dtype=np.uint8)),
+            ]
             if self._idx is not None:
-                parts.append(f"{ext} {self.offset + BLOCK} {size} {key}.{ext}")
-            self._emit(ustar_header(name, size))
-            self._emit(data)
-            rest = size % BLOCK
-            if rest:
-                self._emit(bytes(BLOCK - rest))
+                # Python's formatting costs per line what Arrow's casts and joins cost, without
+                # their fixed cost per call, which dominates short runs.
+                where, lengths = (at + BLOCK).tolist(), sizes.tolist()
+                entries.append(
+                    [
+                        f"{ext} {o} {z} {k}.{ext}"
+                        for o, z, k in zip(where, lengths, names, strict=True)
+                    ]
+                )
+            at += BLOCK + padded
+        joined = pc.binary_join_element_wise(*pieces, pa.scalar(b"", kind))
+        data_buffer = joined.buffers()[2]
+        assert data_buffer is not None and joined.offset == 0
+        self._write(memoryview(data_buffer)[:total])
         if self._idx is not None:
-            self._idx.append(" ".join(parts))
-        self.nsamples += 1
-        self.ndocs += ndocs
+            lines = (
+                entries[0]
+                if len(entries) == 1
+                else [" ".join(e) for e in zip(*entries, strict=True)]
+            )
+            self._idx.append("\n".join(lines) + "\n")
 
     def finish(self) -> tuple[int, str]:
         """Write the end-of-archive blocks and record padding; returns (filesize, sha256)."""
         end = self.offset + 2 * BLOCK
-        self._emit(bytes(2 * BLOCK + (-end) % RECORD))
-        self._flush()
+        self._write(bytes(2 * BLOCK + (-end) % RECORD))
         assert self._file is not None
         self._file.close()
         self._file = None
@@ -447,8 +651,8 @@ class TarShardWriter:
 
     def dali_index(self) -> str:
         """The DALI `.idx` text (v1.2: a header line, then per sample `ext offset size name`)."""
-        lines = self._idx or []
-        return "".join([f"v1.2 {len(lines)}\n", *(line + "\n" for line in lines)])
+        chunks = self._idx or []
+        return "".join([f"v1.2 {self.nsamples if chunks else 0}\n", *chunks])
 
     def abort(self) -> None:
         """Close and remove the temporary file (a failed task; a killed one leaves it behind)."""
@@ -483,6 +687,21 @@ RESULT_SCHEMA = "shard int, nsamples long, ndocs long, filesize long, sha256 str
 DUPLICATE_MARK = "corpusclean-duplicate-doc-id"
 
 
+def _grouped(lines: pa.Array, per_sample: int) -> pa.Array:
+    """Consecutive runs of `per_sample` rows of a binary array as one row each, without a copy:
+    the rows of a run are adjacent in the data buffer, so only the offsets change."""
+    lines = _as_binary(lines)
+    offsets, _ = _offsets_values(lines)
+    data = lines.buffers()[2]
+    return _binary_from(lines.type, offsets[::per_sample], data if data is not None else b"")
+
+
+def _joined_bytes(arr: pa.Array) -> bytes:
+    """All rows of a binary array, concatenated."""
+    offsets, values = _offsets_values(arr)
+    return values[offsets[0] : offsets[-1]].tobytes()
+
+
 class _Shard:
     def __init__(self, spec: ShardWriteSpec, shard: int, attempt: str) -> None:
         self.spec = spec
@@ -492,28 +711,54 @@ class _Shard:
         self.writer = TarShardWriter(
             out / TMP_DIR / f"{self.final.name}.{attempt}.part", spec.dali_index
         )
-        self.lines: list[bytes] = []
-        self.first_key = ""
+        # A jsonl sample still open at the end of a run: its lines so far and its key.
+        self.pending: list[pa.Array] = []
+        self.pending_docs = 0
+        self.first_key = pa.array([], pa.binary())
 
-    def add(self, key: str, payload: tuple[bytes, ...]) -> None:
+    def add(self, doc_ids: pa.Array, payload: Sequence[pa.Array]) -> None:
+        """Append consecutive documents of this shard (their ids already checked non-null)."""
+        for column in payload:
+            if column.null_count:
+                raise ValueError("a document's payload column is null")
         if self.spec.docs_per_sample == 1:
-            self.writer.add_sample(key, [("json", payload[1]), ("txt", payload[0])])
+            self.writer.add_samples(safe_keys(doc_ids), [("json", payload[1]), ("txt", payload[0])])
             return
-        if not self.lines:
-            self.first_key = key
-        self.lines.append(payload[0])
-        if len(self.lines) >= self.spec.docs_per_sample:
-            self._flush_lines()
-
-    def _flush_lines(self) -> None:
-        if self.lines:
-            self.writer.add_sample(
-                self.first_key, [("jsonl", b"".join(self.lines))], len(self.lines)
+        lines = payload[0]
+        per = self.spec.docs_per_sample
+        n = len(lines)
+        i = 0
+        if self.pending_docs:
+            i = min(per - self.pending_docs, n)
+            self.pending.append(lines.slice(0, i))
+            self.pending_docs += i
+            if self.pending_docs == per:
+                self._flush_pending()
+        full = (n - i) // per
+        if full:
+            firsts = pa.array(np.arange(i, i + full * per, per))
+            self.writer.add_samples(
+                safe_keys(doc_ids.take(firsts)),
+                [("jsonl", _grouped(lines.slice(i, full * per), per))],
+                full * per,
             )
-            self.lines = []
+            i += full * per
+        if i < n:
+            self.first_key = safe_keys(doc_ids.slice(i, 1))
+            self.pending = [lines.slice(i)]
+            self.pending_docs = n - i
+
+    def _flush_pending(self) -> None:
+        if self.pending_docs:
+            data = b"".join(_joined_bytes(part) for part in self.pending)
+            self.writer.add_samples(
+                self.first_key, [("jsonl", pa.array([data], pa.binary()))], self.pending_docs
+            )
+            self.pending = []
+            self.pending_docs = 0
 
     def commit(self) -> ShardStats:
-        self._flush_lines()
+        self._flush_pending()
         filesize, sha = self.writer.finish()
         out = Path(self.spec.output_dir)
         tmp = out / TMP_DIR
@@ -566,7 +811,9 @@ def write_partition_shards(
     Reads `_group`, `_base`, `_nshards`, `_gvbytes`, `_vsize`, the id column, and `_txt` +
     `_json` (one document per sample) or `_line`. Rows must arrive sorted by group and then in
     shard order, every group whole. Shards listed in `spec.skip` (already committed) are not
-    written again.
+    written again. Each run of a batch's documents that go to one shard is written at once; a
+    doc_id equal to the one before it, or a null one in a shard being written, fails the task
+    at that document, after the shards before it are committed.
     """
     attempt = _attempt_id()
     payload_cols = ("_txt", "_json") if spec.docs_per_sample == 1 else ("_line",)
@@ -577,37 +824,52 @@ def write_partition_shards(
     previous_id: str | None = None
     try:
         for batch in batches:
-            if batch.num_rows == 0:
+            n = batch.num_rows
+            if n == 0:
                 continue
             groups = batch.column("_group").to_numpy(zero_copy_only=False)
             vsizes = batch.column("_vsize").to_numpy(zero_copy_only=False)
             bases = batch.column("_base").to_numpy(zero_copy_only=False)
             nshards = batch.column("_nshards").to_numpy(zero_copy_only=False)
             gvbytes = batch.column("_gvbytes").to_numpy(zero_copy_only=False)
-            ids = np.empty(batch.num_rows, dtype=np.int64)
+            ids = np.empty(n, dtype=np.int64)
             # Runs of one group inside the batch: the virtual offset restarts at each new group.
             cuts = np.flatnonzero(np.diff(groups)) + 1
-            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), batch.num_rows], strict=True):
+            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
                 if int(groups[lo]) != group:
                     group = int(groups[lo])
                     offset = 0
                 ids[lo:hi], offset = assign_shard_ids(
                     vsizes[lo:hi], offset, int(gvbytes[lo]), int(nshards[lo]), int(bases[lo])
                 )
-            doc_ids = batch.column(spec.id_col).to_pylist()
-            payloads = list(zip(*(batch.column(c).to_pylist() for c in payload_cols), strict=True))
-            for i, shard in enumerate(ids.tolist()):
+            doc_ids = batch.column(spec.id_col)
+            payloads = [batch.column(c) for c in payload_cols]
+            nulls = doc_ids.is_null().to_numpy(zero_copy_only=False)
+            # A doc_id equal to the one before it; two nulls in a row count as equal too.
+            repeated = np.empty(n, dtype=bool)
+            repeated[0] = doc_ids[0].as_py() == previous_id
+            if n > 1:
+                same = pc.equal(doc_ids.slice(1), doc_ids.slice(0, n - 1)).fill_null(False)
+                repeated[1:] = same.to_numpy(zero_copy_only=False) | (nulls[1:] & nulls[:-1])
+            previous_id = doc_ids[n - 1].as_py()
+            cuts = np.flatnonzero(np.diff(ids)) + 1
+            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
+                shard = int(ids[lo])
                 if shard != current_id:
                     if current is not None:
                         yield _result(current.commit())
                     current = None if shard in spec.skip else _Shard(spec, shard, attempt)
                     current_id = shard
-                doc_id = doc_ids[i]
-                if doc_id == previous_id:
-                    raise ValueError(f"{DUPLICATE_MARK}: {doc_id!r}")
-                previous_id = doc_id
+                bad = repeated[lo:hi] if current is None else repeated[lo:hi] | nulls[lo:hi]
+                if bad.any():
+                    row = lo + int(bad.argmax())
+                    if repeated[row]:
+                        raise ValueError(f"{DUPLICATE_MARK}: {doc_ids[row].as_py()!r}")
+                    raise ValueError("doc_id is null")
                 if current is not None:
-                    current.add(safe_key(doc_id), payloads[i])
+                    current.add(
+                        doc_ids.slice(lo, hi - lo), [p.slice(lo, hi - lo) for p in payloads]
+                    )
         if current is not None:
             yield _result(current.commit())
             current = None

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import webdataset as wds
 
+from corpusclean.jobs import pack as pack_job
 from corpusclean.jobs.pack import main
 from corpusclean.pipelines import shards as S
 
@@ -175,6 +176,37 @@ def test_shuffle_off_keeps_input_order(corpus: tuple[Path, pa.Table], tmp_path: 
     out = tmp_path / "ordered"
     assert pack(corpus[0], out, "shard.shuffle=false") == 0
     assert [d["doc_id"] for d in read_docs(out)] == corpus[1].column("doc_id").to_pylist()
+
+
+def test_input_order_skips_the_shuffle_and_keeps_the_bytes(
+    corpus: tuple[Path, pa.Table],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    direct = tmp_path / "direct"
+    assert pack(corpus[0], direct, "shard.shuffle=false") == 0
+    assert "2 tasks (one per input file)" in capsys.readouterr().err
+    # Settings that put both small files in one scan task: the job falls back to the shuffle,
+    # and the shards must not depend on which way the documents travelled.
+    together = {
+        "spark.sql.files.maxPartitionBytes": "1g",
+        "spark.sql.files.openCostInBytes": "1",
+        "spark.sql.files.minPartitionNum": "1",
+    }
+    monkeypatch.setattr(pack_job, "_whole_file_scan", lambda source: together)
+    shuffled = tmp_path / "shuffled"
+    assert pack(corpus[0], shuffled, "shard.shuffle=false") == 0
+    assert "needs a shuffle" in capsys.readouterr().err
+    index = read_index(direct)
+    assert read_index(shuffled)["shardlist"] == index["shardlist"]
+    for entry in index["shardlist"]:
+        assert (shuffled / entry["url"]).read_bytes() == (direct / entry["url"]).read_bytes()
+    # no shard holds documents of both files (each file is planned on its own)
+    first_file = set(corpus[1].column("doc_id").to_pylist()[:200])
+    for path in shard_paths(direct):
+        ids = {json.loads(s["json"])["doc_id"] for s in wds.WebDataset(path, shardshuffle=False)}
+        assert ids <= first_file or not ids & first_file
 
 
 def test_many_docs_per_sample_with_dali_index(

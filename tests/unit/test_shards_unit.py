@@ -196,6 +196,18 @@ def test_an_oversized_bucket_becomes_several_shards() -> None:
     assert list(plan.shards_of(1)) == [1, 2, 3, 4]
 
 
+def test_no_group_spans_a_break() -> None:
+    vbytes = np.array([100, 100, 100, 100, 9_000, 100])
+    breaks = np.array([True, False, True, False, False, True])
+    plan = S.plan_shards(vbytes, np.ones(6, dtype=np.int64), 10_000, breaks)
+    # without breaks all six buckets would share one group
+    assert plan.bucket_group.tolist() == [0, 0, 1, 1, 1, 2]
+    assert plan.group_vbytes.tolist() == [200, 9_200, 100]
+    assert S.plan_shards(vbytes, np.ones(6), 10_000).bucket_group.tolist() == [0] * 6
+    with pytest.raises(ValueError, match="breaks"):
+        S.plan_shards(vbytes, np.ones(6), 10_000, breaks[:2])
+
+
 def test_empty_plan() -> None:
     plan = S.plan_shards(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 10_000)
     assert plan.n_groups == 0 and plan.n_shards == 0
@@ -343,4 +355,89 @@ def test_duplicate_doc_ids_are_refused(tmp_path: Path) -> None:
     dup = batch.set_column(5, "doc_id", pa.array(["a", "b", "b", "c"]))
     with pytest.raises(ValueError, match=S.DUPLICATE_MARK):
         _rows(S.write_partition_shards(iter([dup]), _spec(out)))
+    assert list((out / S.TMP_DIR).iterdir()) == []
+
+
+# --------------------------------------------------------------------------- batch forms
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_safe_keys_match_safe_key_on_every_id(kind: pa.DataType) -> None:
+    ids = [*TRICKY_IDS, "plain-1", "A_b-9"]
+    arr = pa.array(ids, kind)
+    expected = [S.safe_key(d).encode() for d in ids]
+    assert S.safe_keys(arr).to_pylist() == expected
+    # a slice with an offset into the buffers, and the all-kept fast path
+    assert S.safe_keys(arr.slice(3, 4)).to_pylist() == expected[3:7]
+    assert S.safe_keys(pa.array(["d1", "d2"], kind)).to_pylist() == [b"d1", b"d2"]
+
+
+def test_ustar_headers_match_ustar_header_row_by_row() -> None:
+    keys = pa.array(["a", "doc-1", "k~0123456789abcdef", "x" * 94]).slice(1)
+    sizes = np.array([0, 511, 2**33 - 1])
+    rows = S.ustar_headers(keys, "json", sizes)
+    for key, size, row in zip(keys.to_pylist(), sizes.tolist(), rows, strict=True):
+        assert row.tobytes() == S.ustar_header(f"{key}.json".encode(), size)
+    with pytest.raises(ValueError, match="longer than"):
+        S.ustar_headers(pa.array(["x" * 96]), "jsonl", np.array([1]))
+    with pytest.raises(ValueError, match="size"):
+        S.ustar_headers(pa.array(["a"]), "txt", np.array([8**11]))
+
+
+def test_batched_samples_give_the_bytes_of_one_by_one_samples(tmp_path: Path) -> None:
+    one = tmp_path / "one.tar"
+    writer = S.TarShardWriter(one, dali_index=True)
+    for key, members in SAMPLES:
+        writer.add_sample(key, members)
+    size_one, sha_one = writer.finish()
+    idx_one = writer.dali_index()
+    batched = S.TarShardWriter(tmp_path / "batched.tar", dali_index=True)
+    # tiny chunks: every sample boundary is also a chunk boundary
+    batched.CHUNK_BYTES = 1
+    keys = pa.array([k for k, _ in SAMPLES])
+    members = [
+        (ext, pa.array([dict(m)[ext] for _, m in SAMPLES], pa.binary())) for ext in ("txt", "json")
+    ]
+    batched.add_samples(keys, members)
+    assert batched.finish() == (size_one, sha_one)
+    assert batched.dali_index() == idx_one
+    assert (tmp_path / "batched.tar").read_bytes() == one.read_bytes()
+
+
+def test_jsonl_samples_span_batches(tmp_path: Path) -> None:
+    lines = [json.dumps({"doc_id": f"d.{i}"}).encode() + b"\n" for i in range(11)]
+
+    def batches(cuts: list[int]) -> Iterator[pa.RecordBatch]:
+        for lo, hi in zip([0, *cuts], [*cuts, 11], strict=True):
+            m = hi - lo
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "_group": pa.array([0] * m, pa.int64()),
+                    "_base": pa.array([0] * m, pa.int64()),
+                    "_nshards": pa.array([1] * m, pa.int64()),
+                    "_gvbytes": pa.array([1100] * m, pa.int64()),
+                    "_vsize": pa.array([100] * m, pa.int64()),
+                    "doc_id": [f"d.{i}" for i in range(lo, hi)],
+                    "_line": pa.array(lines[lo:hi], pa.binary()),
+                }
+            )
+
+    shards = []
+    for name, cuts in (("whole", []), ("split", [1, 2, 7])):
+        out = _out(tmp_path, name)
+        _rows(S.write_partition_shards(batches(cuts), _spec(out, per_sample=4)))
+        shards.append((out / S.shard_name("shard", 0)).read_bytes())
+    assert shards[0] == shards[1]
+    with open(tmp_path / "split" / S.shard_name("shard", 0), "rb") as f:
+        samples = list(S.read_samples(f, "x"))
+    assert [s["__key__"] for s in samples] == [S.safe_key(f"d.{i}") for i in (0, 4, 8)]
+    assert b"".join(s["jsonl"] for s in samples) == b"".join(lines)
+
+
+def test_null_doc_id_in_a_batch_is_refused(tmp_path: Path) -> None:
+    out = _out(tmp_path, "a")
+    batch = next(_batches(4, 4, 1))
+    bad = batch.set_column(5, "doc_id", pa.array(["a", None, "c", "d"]))
+    with pytest.raises(ValueError, match="null"):
+        _rows(S.write_partition_shards(iter([bad]), _spec(out)))
     assert list((out / S.TMP_DIR).iterdir()) == []
