@@ -12,7 +12,10 @@ a fixed vocabulary, the usual metadata columns), then in one Spark session times
   within them). A fair mix of the corpus in every shard needs that shuffle, which a plain
   rewrite does not do, so this is the like-for-like baseline for `shuffle` on;
 * `pack` at docs_per_sample 1 and 256 (shuffle on), and docs_per_sample 1 with shuffle off;
-* each case runs --repeat times after a warm-up and keeps its best time;
+* each case runs --repeat times after a warm-up and keeps its best time; `out MB` is what it
+  writes and `disk s` the time a plain sequential write of that many bytes takes on the same
+  folder, a floor no case can beat on a slow disk (WebDataset tars are uncompressed: at one
+  document per sample they are about twice the bytes of the Parquet);
 * the tar member writer alone: the batched writer pack uses (headers built column-wise for a
   whole Arrow batch, joined by Arrow, hashed, to /dev/null) against a per-member header template,
   `tarfile.addfile` and webdataset's `TarWriter` (all three in memory, unhashed), which is why
@@ -82,6 +85,27 @@ def make_clean_dir(root: Path, docs: int, chars: int, files: int, seed: int) -> 
     (root / "report.json").write_text(json.dumps({"run_id": "bench", "output_rows": docs}))
     (root / "_SUCCESS").write_text("")
     return sum(len(t.encode()) for t in texts)
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of all files under `root`."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def disk_write_mb_s(folder: Path, size: int = 512 << 20) -> float:
+    """MB/s of a plain buffered sequential write of `size` bytes into `folder` (best of three),
+    the way the tasks write: both the rewrite and pack are bounded by it on a slow disk."""
+    block = os.urandom(8 << 20)
+    path = folder / "disk-probe.bin"
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        with open(path, "wb") as f:
+            for _ in range(size // len(block)):
+                f.write(block)
+        best = min(best, time.perf_counter() - start)
+        path.unlink()
+    return size / 1e6 / best
 
 
 def bench_tar_writers(n: int = 20000) -> dict[str, float]:
@@ -154,7 +178,7 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from corpusclean.jobs.pack import PackConfig, PackResult, ShardSection, pack
+    from corpusclean.jobs.pack import _TASK_BYTES, PackConfig, PackResult, ShardSection, pack
     from corpusclean.jobs.session import build_session
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-pack-"))
@@ -200,14 +224,31 @@ def main() -> int:
     # Warm-up: JVM, Parquet readers, Arrow and the Python workers mapInArrow starts.
     rewrite()
     _, warm = run_pack(ShardSection(target_bytes=args.target_bytes))
-    tasks = max(1, int(warm.index["totals"]["shards"]))
+    # As many tasks as pack's write pass uses (see jobs/pack.py `_write`).
+    totals = warm.index["totals"]
+    tasks = min(
+        max(1, int(totals["shards"])),
+        max(2 * spark.sparkContext.defaultParallelism, -(-int(totals["bytes"]) // _TASK_BYTES)),
+    )
     shuffled_rewrite(tasks)
     rows: list[dict[str, object]] = []
     base = min(rewrite() for _ in range(args.repeat))
-    rows.append({"case": "parquet rewrite", "seconds": base, "tar_bytes_per_doc": None})
+    rows.append(
+        {
+            "case": "parquet rewrite",
+            "seconds": base,
+            "out_bytes": tree_bytes(work / "rewrite"),
+            "tar_bytes_per_doc": None,
+        }
+    )
     shuffled = min(shuffled_rewrite(tasks) for _ in range(args.repeat))
     rows.append(
-        {"case": "parquet rewrite, shuffled", "seconds": shuffled, "tar_bytes_per_doc": None}
+        {
+            "case": "parquet rewrite, shuffled",
+            "seconds": shuffled,
+            "out_bytes": tree_bytes(work / "rewrite"),
+            "tar_bytes_per_doc": None,
+        }
     )
     cases = [
         ("pack k=1 shuffle", ShardSection(docs_per_sample=1, target_bytes=args.target_bytes)),
@@ -227,20 +268,23 @@ def main() -> int:
                 "plan_s": result.seconds.get("plan"),
                 "write_s": result.seconds.get("write"),
                 "shards": total["shards"],
+                "out_bytes": total["bytes"],
                 "tar_bytes_per_doc": total["bytes"] / max(1, total["docs"]),
             }
         )
     shutil.rmtree(work / "shards", ignore_errors=True)
     shutil.rmtree(work / "rewrite", ignore_errors=True)
+    disk = disk_write_mb_s(work)
 
     print(
         f"\n{args.docs:,} docs, {text_bytes / 1e6:,.1f} MB of text, "
-        f"target {args.target_bytes / 2**20:.0f} MiB, {spark.sparkContext.master}"
+        f"target {args.target_bytes / 2**20:.0f} MiB, {spark.sparkContext.master}; "
+        f"a plain sequential write to {work} runs at {disk:,.0f} MB/s"
     )
     head = (
         f"{'case':<26} {'s':>7} {'text MB/s':>10} {'docs/s':>10} {'x rewrite':>10} "
         f"{'x shuffled':>10} "
-        f"{'plan s':>7} {'write s':>8} {'tar B/doc':>10}"
+        f"{'plan s':>7} {'write s':>8} {'out MB':>7} {'disk s':>7} {'tar B/doc':>10}"
     )
     print(head)
     print("-" * len(head))
@@ -252,11 +296,15 @@ def main() -> int:
         row["x_shuffled_rewrite"] = s / shuffled
         per_doc = row.get("tar_bytes_per_doc")
         plan_s, write_s = row.get("plan_s"), row.get("write_s")
+        out_mb = int(row["out_bytes"]) / 1e6  # type: ignore[call-overload]
+        # What writing the output alone costs at the measured disk speed: a floor for the case.
+        row["disk_floor_s"] = out_mb / disk
         print(
             f"{row['case']:<26} {s:>7.1f} {row['text_mb_s']:>10.1f} {row['docs_s']:>10,.0f} "
             f"{row['x_rewrite']:>10.2f} {row['x_shuffled_rewrite']:>10.2f} "
             f"{'' if plan_s is None else f'{plan_s:.1f}':>7} "
             f"{'' if write_s is None else f'{write_s:.1f}':>8} "
+            f"{out_mb:>7.0f} {row['disk_floor_s']:>7.1f} "
             f"{'' if per_doc is None else f'{per_doc:,.0f}':>10}"
         )
     writers = bench_tar_writers()
@@ -269,6 +317,7 @@ def main() -> int:
         "text_bytes": text_bytes,
         "target_bytes": args.target_bytes,
         "master": spark.sparkContext.master,
+        "disk_write_mb_s": disk,
         "cases": rows,
         "tar_writer_docs_per_s": writers,
     }
