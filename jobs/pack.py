@@ -340,8 +340,9 @@ def _whole_file_scan(source: CleanSource) -> dict[str, str]:
     A scan split is at most maxPartitionBytes, and an open cost that large stops Spark from
     adding a second file to a task. Input order then needs no exchange: see `_write`.
     """
-    size = str(max(1 << 20, max(size for _, size in source.files) + 1))
-    return {"spark.sql.files.maxPartitionBytes": size, "spark.sql.files.openCostInBytes": size}
+    largest = max(size for _, size in source.files)
+    value = str(max(1 << 20, largest + 1))
+    return {"spark.sql.files.maxPartitionBytes": value, "spark.sql.files.openCostInBytes": value}
 
 
 @contextmanager
