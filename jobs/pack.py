@@ -465,10 +465,10 @@ def _write(
     needed = [g for g in range(plan.n_groups) if not set(plan.shards_of(g)) <= done]
     if not needed:
         return 0
-    # Consecutive groups share a task: every task costs a fixed Python-worker round trip
-    # (measured here: ~0.1-0.2 s, so 48 small tasks took 4.6 s where 4 took 0.7 s), while a
-    # task per group would buy nothing once every core has two. Which task a group goes to
-    # changes no byte of the output.
+    # Consecutive groups share a task: every Python task costs a fixed worker round trip
+    # (bench/python_tasks.py: ~70 ms of a core here with corpusclean's zipimport fix, ~230 ms
+    # without), while a task per group would buy nothing once every core has two. Which task
+    # a group goes to changes no byte of the output.
     needed_bytes = int(plan.group_vbytes[needed].sum())
     n_tasks = min(
         len(needed),
