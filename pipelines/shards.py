@@ -602,9 +602,8 @@ class TarShardWriter:
         n = len(keys)
         blocks = np.arange(n + 1, dtype=np.int64) * BLOCK
         sample_bytes = sum((BLOCK + _padded_sizes(s) for _, _, s in members), np.zeros(n, np.int64))
-        at = (
-            self.offset + np.cumsum(sample_bytes) - sample_bytes
-        )  # each member's header, in the file
+        # Where each sample's first header lands in the file; moved on member by member.
+        at = self.offset + np.cumsum(sample_bytes) - sample_bytes
         names = keys.cast(pa.string()).to_pylist() if self._idx is not None else []
         pieces: list[pa.Array] = []
         entries: list[list[str]] = []
