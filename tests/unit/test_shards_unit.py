@@ -343,18 +343,28 @@ def test_docs_per_sample_packs_jsonl_members(tmp_path: Path) -> None:
     )
     rows = _rows(S.write_partition_shards(iter([batch]), _spec(out, per_sample=4)))
     assert rows[0]["nsamples"] == 3 and rows[0]["ndocs"] == 10
-    with open(out / S.shard_name("shard", 0), "rb") as f:
+    _assert_jsonl_samples(out / S.shard_name("shard", 0), lines, firsts=(0, 4, 8))
+
+
+def _assert_jsonl_samples(shard: Path, lines: list[bytes], firsts: tuple[int, ...]) -> None:
+    """The shard's samples are keyed by their first doc and hold `lines` in order."""
+    with open(shard, "rb") as f:
         samples = list(S.read_samples(f, "x"))
-    assert [s["__key__"] for s in samples] == [S.safe_key(f"d.{i}") for i in (0, 4, 8)]
+    assert [s["__key__"] for s in samples] == [S.safe_key(f"d.{i}") for i in firsts]
     assert b"".join(s["jsonl"] for s in samples) == b"".join(lines)
 
 
-def test_duplicate_doc_ids_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("ids", "error"),
+    [(["a", "b", "b", "c"], S.DUPLICATE_MARK), (["a", None, "c", "d"], "null")],
+)
+def test_repeated_or_null_doc_ids_are_refused(
+    tmp_path: Path, ids: list[str | None], error: str
+) -> None:
     out = _out(tmp_path, "a")
-    batch = next(_batches(4, 4, 1))
-    dup = batch.set_column(5, "doc_id", pa.array(["a", "b", "b", "c"]))
-    with pytest.raises(ValueError, match=S.DUPLICATE_MARK):
-        _rows(S.write_partition_shards(iter([dup]), _spec(out)))
+    batch = next(_batches(4, 4, 1)).set_column(5, "doc_id", pa.array(ids, pa.string()))
+    with pytest.raises(ValueError, match=error):
+        _rows(S.write_partition_shards(iter([batch]), _spec(out)))
     assert list((out / S.TMP_DIR).iterdir()) == []
 
 
@@ -428,16 +438,4 @@ def test_jsonl_samples_span_batches(tmp_path: Path) -> None:
         _rows(S.write_partition_shards(batches(cuts), _spec(out, per_sample=4)))
         shards.append((out / S.shard_name("shard", 0)).read_bytes())
     assert shards[0] == shards[1]
-    with open(tmp_path / "split" / S.shard_name("shard", 0), "rb") as f:
-        samples = list(S.read_samples(f, "x"))
-    assert [s["__key__"] for s in samples] == [S.safe_key(f"d.{i}") for i in (0, 4, 8)]
-    assert b"".join(s["jsonl"] for s in samples) == b"".join(lines)
-
-
-def test_null_doc_id_in_a_batch_is_refused(tmp_path: Path) -> None:
-    out = _out(tmp_path, "a")
-    batch = next(_batches(4, 4, 1))
-    bad = batch.set_column(5, "doc_id", pa.array(["a", None, "c", "d"]))
-    with pytest.raises(ValueError, match="null"):
-        _rows(S.write_partition_shards(iter([bad]), _spec(out)))
-    assert list((out / S.TMP_DIR).iterdir()) == []
+    _assert_jsonl_samples(tmp_path / "split" / S.shard_name("shard", 0), lines, firsts=(0, 4, 8))
