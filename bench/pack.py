@@ -17,9 +17,9 @@ a fixed vocabulary, the usual metadata columns), then in one Spark session times
   folder, a floor no case can beat on a slow disk (WebDataset tars are uncompressed: at one
   document per sample they are about twice the bytes of the Parquet);
 * the tar member writer alone: the batched writer pack uses (headers built column-wise for a
-  whole Arrow batch, joined by Arrow, hashed, to /dev/null) against a per-member header template,
-  `tarfile.addfile` and webdataset's `TarWriter` (all three in memory, unhashed), which is why
-  the writer builds its own headers.
+  whole Arrow batch, joined by Arrow, hashed, to /dev/null) against `tarfile.addfile` and
+  webdataset's `TarWriter` (both in memory, unhashed), which is why the writer builds its own
+  headers.
 
 Prints a table and one final JSON line. A run with the default 200,000 docs takes a few minutes
 on two cores; the lead runs the reported figures on a quiet machine.
@@ -112,17 +112,10 @@ def bench_tar_writers(n: int = 20000) -> dict[str, float]:
     """Docs/s of three ways to write `n` two-member samples (about 2 KB of text) in memory."""
     import webdataset as wds
 
-    from corpusclean.pipelines.shards import BLOCK, TarShardWriter, ustar_header
+    from corpusclean.pipelines.shards import TarShardWriter
 
     text = os.urandom(1000).hex().encode()
     meta = b'{"doc_id":"doc-000000001","url":"https://example.org/1","quality":0.5}'
-
-    def ours(f: io.BytesIO) -> None:
-        for i in range(n):
-            for ext, data in (("json", meta), ("txt", text)):
-                f.write(ustar_header(f"doc-{i:09d}.{ext}".encode(), len(data)))
-                f.write(data)
-                f.write(bytes(-len(data) % BLOCK))
 
     def with_tarfile(f: io.BytesIO) -> None:
         with tarfile.open(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -152,7 +145,6 @@ def bench_tar_writers(n: int = 20000) -> dict[str, float]:
     rates = {}
     for name, fn in (
         ("batched columns (used)", batched),
-        ("header template", ours),
         ("tarfile.addfile", with_tarfile),
         ("webdataset TarWriter", with_webdataset),
     ):
@@ -178,7 +170,13 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from corpusclean.jobs.pack import _TASK_BYTES, PackConfig, PackResult, ShardSection, pack
+    from corpusclean.jobs.pack import (
+        PackConfig,
+        PackResult,
+        ShardSection,
+        pack,
+        write_task_count,
+    )
     from corpusclean.jobs.session import build_session
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-pack-"))
@@ -224,11 +222,10 @@ def main() -> int:
     # Warm-up: JVM, Parquet readers, Arrow and the Python workers mapInArrow starts.
     rewrite()
     _, warm = run_pack(ShardSection(target_bytes=args.target_bytes))
-    # As many tasks as pack's write pass uses (see jobs/pack.py `_write`).
+    # As many tasks as pack's write pass uses (its groups are one shard each here).
     totals = warm.index["totals"]
-    tasks = min(
-        max(1, int(totals["shards"])),
-        max(2 * spark.sparkContext.defaultParallelism, -(-int(totals["bytes"]) // _TASK_BYTES)),
+    tasks = write_task_count(
+        max(1, int(totals["shards"])), int(totals["bytes"]), spark.sparkContext.defaultParallelism
     )
     shuffled_rewrite(tasks)
     rows: list[dict[str, object]] = []

@@ -439,6 +439,17 @@ def _check_columns(schema: Any, config: PackConfig) -> None:
         raise InputError("columns.id and columns.text name the same column")
 
 
+def write_task_count(groups: int, group_bytes: int, parallelism: int) -> int:
+    """Tasks the write pass spreads `groups` shard groups of `group_bytes` in all over.
+
+    Consecutive groups share a task: every Python task costs a fixed worker round trip
+    (bench/python_tasks.py: ~70 ms of a core here with corpusclean's zipimport fix, ~230 ms
+    without), while a task per group would buy nothing once every core has two. Which task a
+    group goes to changes no byte of the output.
+    """
+    return min(groups, max(2 * parallelism, -(-group_bytes // _TASK_BYTES)))
+
+
 def _write(
     spark: Any,
     df: Any,
@@ -465,15 +476,8 @@ def _write(
     needed = [g for g in range(plan.n_groups) if not set(plan.shards_of(g)) <= done]
     if not needed:
         return 0
-    # Consecutive groups share a task: every Python task costs a fixed worker round trip
-    # (bench/python_tasks.py: ~70 ms of a core here with corpusclean's zipimport fix, ~230 ms
-    # without), while a task per group would buy nothing once every core has two. Which task
-    # a group goes to changes no byte of the output.
     needed_bytes = int(plan.group_vbytes[needed].sum())
-    n_tasks = min(
-        len(needed),
-        max(2 * spark.sparkContext.defaultParallelism, -(-needed_bytes // _TASK_BYTES)),
-    )
+    n_tasks = write_task_count(len(needed), needed_bytes, spark.sparkContext.defaultParallelism)
     task_of_group = np.full(plan.n_groups, -1, dtype=np.int64)
     task_of_group[needed] = np.arange(len(needed)) * n_tasks // len(needed)
     pkeys = S.partition_keys(n_tasks)

@@ -77,17 +77,22 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
 
 
 @pytest.mark.parametrize(
-    ("name", "size"),
-    [("a.txt", 0), ("doc-1.json", 1), ("k~0123456789abcdef.txt", 511), ("x" * 100, 2**33 - 1)],
+    ("key", "ext", "size"),
+    [
+        ("a", "txt", 0),
+        ("doc-1", "json", 1),
+        ("k~0123456789abcdef", "txt", 511),
+        ("x" * 96, "txt", 2**33 - 1),
+    ],
 )
-def test_header_is_what_tarfile_writes(name: str, size: int) -> None:
-    expected = _tarinfo(name, size).tobuf(tarfile.USTAR_FORMAT, "ascii", "strict")
-    assert S.ustar_header(name.encode(), size) == expected
+def test_header_is_what_tarfile_writes(key: str, ext: str, size: int) -> None:
+    expected = _tarinfo(f"{key}.{ext}", size).tobuf(tarfile.USTAR_FORMAT, "ascii", "strict")
+    assert S.ustar_headers(pa.array([key]), ext, np.array([size]))[0].tobytes() == expected
 
 
 def test_long_member_name_is_refused() -> None:
     with pytest.raises(ValueError, match="longer than"):
-        S.ustar_header(b"x" * 101, 1)
+        S.ustar_headers(pa.array(["x" * 97]), "txt", np.array([1]))
 
 
 def test_member_and_archive_sizes() -> None:
@@ -382,12 +387,13 @@ def test_safe_keys_match_safe_key_on_every_id(kind: pa.DataType) -> None:
     assert S.safe_keys(pa.array(["d1", "d2"], kind)).to_pylist() == [b"d1", b"d2"]
 
 
-def test_ustar_headers_match_ustar_header_row_by_row() -> None:
+def test_ustar_headers_of_a_sliced_batch_are_what_tarfile_writes() -> None:
     keys = pa.array(["a", "doc-1", "k~0123456789abcdef", "x" * 94]).slice(1)
     sizes = np.array([0, 511, 2**33 - 1])
     rows = S.ustar_headers(keys, "json", sizes)
     for key, size, row in zip(keys.to_pylist(), sizes.tolist(), rows, strict=True):
-        assert row.tobytes() == S.ustar_header(f"{key}.json".encode(), size)
+        expected = _tarinfo(f"{key}.json", size).tobuf(tarfile.USTAR_FORMAT, "ascii", "strict")
+        assert row.tobytes() == expected
     with pytest.raises(ValueError, match="longer than"):
         S.ustar_headers(pa.array(["x" * 96]), "jsonl", np.array([1]))
     with pytest.raises(ValueError, match="size"):
