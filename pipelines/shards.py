@@ -828,7 +828,9 @@ def write_partition_shards(
             nulls = doc_ids.is_null().to_numpy(zero_copy_only=False)
             # A doc_id equal to the one before it; two nulls in a row count as equal too.
             repeated = np.empty(n, dtype=bool)
-            repeated[0] = doc_ids[0].as_py() == previous_id
+            first = doc_ids[0].as_py()
+            # A null first id is reported as null, not as a repeat of "no previous id".
+            repeated[0] = first is not None and first == previous_id
             if n > 1:
                 same = pc.equal(doc_ids.slice(1), doc_ids.slice(0, n - 1)).fill_null(False)
                 repeated[1:] = same.to_numpy(zero_copy_only=False) | (nulls[1:] & nulls[:-1])

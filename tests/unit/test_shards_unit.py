@@ -361,7 +361,11 @@ def _assert_jsonl_samples(shard: Path, lines: list[bytes], firsts: tuple[int, ..
 
 @pytest.mark.parametrize(
     ("ids", "error"),
-    [(["a", "b", "b", "c"], S.DUPLICATE_MARK), (["a", None, "c", "d"], "null")],
+    [
+        (["a", "b", "b", "c"], S.DUPLICATE_MARK),
+        (["a", None, "c", "d"], "null"),
+        ([None, "b", "c", "d"], "^doc_id is null$"),
+    ],
 )
 def test_repeated_or_null_doc_ids_are_refused(
     tmp_path: Path, ids: list[str | None], error: str
