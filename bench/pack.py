@@ -12,10 +12,13 @@ a fixed vocabulary, the usual metadata columns), then in one Spark session times
   within them). A fair mix of the corpus in every shard needs that shuffle, which a plain
   rewrite does not do, so this is the like-for-like baseline for `shuffle` on;
 * `pack` at docs_per_sample 1 and 256 (shuffle on), and docs_per_sample 1 with shuffle off;
-* each case runs --repeat times after a warm-up and keeps its best time; `out MB` is what it
-  writes and `disk s` the time a plain sequential write of that many bytes takes on the same
-  folder, a floor no case can beat on a slow disk (WebDataset tars are uncompressed: at one
-  document per sample they are about twice the bytes of the Parquet);
+* each case runs --repeat times after a warm-up and keeps its best time, each run starting
+  from a written-back page cache (`os.sync()` first); `out MB` is what it writes and `disk s`
+  the time writing that many bytes durably (up to fsync) takes on the same folder. No case
+  waits for that: Spark's Parquet writer and pack both leave writeback to the OS, and a
+  couple of hundred MB fit in the page cache, but on a slow disk a larger run is bounded by
+  it (WebDataset tars are uncompressed: at one document per sample they are about twice the
+  bytes of the Parquet);
 * the tar member writer alone: the batched writer pack uses (headers built column-wise for a
   whole Arrow batch, joined by Arrow, hashed, to /dev/null) against `tarfile.addfile` and
   webdataset's `TarWriter` (both in memory, unhashed), which is why the writer builds its own
@@ -93,19 +96,31 @@ def tree_bytes(root: Path) -> int:
 
 
 def disk_write_mb_s(folder: Path, size: int = 512 << 20) -> float:
-    """MB/s of a plain buffered sequential write of `size` bytes into `folder` (best of three),
-    the way the tasks write: both the rewrite and pack are bounded by it on a slow disk."""
+    """MB/s of a sequential write of `size` bytes into `folder` up to fsync (best of three).
+
+    The durable speed: the page cache absorbs a run's first gigabyte or so at memory speed
+    (this VM's disk then throttles writers to ~150 MB/s), so without the fsync the probe would
+    only measure memory."""
     block = os.urandom(8 << 20)
     path = folder / "disk-probe.bin"
     best = float("inf")
     for _ in range(3):
+        os.sync()
         start = time.perf_counter()
         with open(path, "wb") as f:
             for _ in range(size // len(block)):
                 f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
         best = min(best, time.perf_counter() - start)
         path.unlink()
     return size / 1e6 / best
+
+
+def settle() -> None:
+    """Write back what earlier runs left dirty, so that every timed run starts from a clean
+    page cache instead of inheriting the writeback throttling of the run before it."""
+    os.sync()
 
 
 def bench_tar_writers(n: int = 20000) -> dict[str, float]:
@@ -198,6 +213,7 @@ def main() -> int:
     def rewrite() -> float:
         out = work / "rewrite"
         shutil.rmtree(out, ignore_errors=True)
+        settle()
         start = time.perf_counter()
         spark.read.parquet(data).write.parquet(str(out))
         return time.perf_counter() - start
@@ -207,6 +223,7 @@ def main() -> int:
 
         out = work / "rewrite"
         shutil.rmtree(out, ignore_errors=True)
+        settle()
         start = time.perf_counter()
         df = spark.read.parquet(data).withColumn("_h", F.xxhash64(F.lit(0), F.col("doc_id")))
         df.repartition(tasks, "_h").sortWithinPartitions("_h").drop("_h").write.parquet(str(out))
@@ -215,6 +232,7 @@ def main() -> int:
     def run_pack(section: ShardSection) -> tuple[float, PackResult]:
         out = work / "shards"
         shutil.rmtree(out, ignore_errors=True)
+        settle()
         start = time.perf_counter()
         result = pack(str(clean), str(out), PackConfig(shard=section))
         return time.perf_counter() - start, result
@@ -276,7 +294,7 @@ def main() -> int:
     print(
         f"\n{args.docs:,} docs, {text_bytes / 1e6:,.1f} MB of text, "
         f"target {args.target_bytes / 2**20:.0f} MiB, {spark.sparkContext.master}; "
-        f"a plain sequential write to {work} runs at {disk:,.0f} MB/s"
+        f"a durable sequential write to {work} runs at {disk:,.0f} MB/s"
     )
     head = (
         f"{'case':<26} {'s':>7} {'text MB/s':>10} {'docs/s':>10} {'x rewrite':>10} "
@@ -294,7 +312,7 @@ def main() -> int:
         per_doc = row.get("tar_bytes_per_doc")
         plan_s, write_s = row.get("plan_s"), row.get("write_s")
         out_mb = int(row["out_bytes"]) / 1e6  # type: ignore[call-overload]
-        # What writing the output alone costs at the measured disk speed: a floor for the case.
+        # What writing the output durably costs at the measured disk speed.
         row["disk_floor_s"] = out_mb / disk
         print(
             f"{row['case']:<26} {s:>7.1f} {row['text_mb_s']:>10.1f} {row['docs_s']:>10,.0f} "

@@ -3,15 +3,18 @@
     corpusclean pack --input CLEAN_DIR --output SHARD_DIR [--overwrite] [--set shard.KEY=VALUE]
     corpusclean pack --verify SHARD_DIR
 
-Two Spark passes over the clean documents, none of which brings a document to the driver:
+With `shard.shuffle` on (the default), two Spark passes, none of which brings a document to
+the driver:
 
 1. plan: per-bucket totals of each document's tar bytes (at most 65,536 small rows) are
    collected and packed into groups and numbered shards (`corpusclean.pipelines.shards`);
 2. write: one shuffle brings every group whole into one task (consecutive groups share a task),
    sorted in shard order; the task writes its shards under temporary names, renames each on
    close and writes its stats file last.
-   In input order (`shard.shuffle=false`) no group spans two input files and each file is one
-   scan task, so the write pass needs no shuffle at all.
+
+In input order (`shard.shuffle=false`) one pass: each input file is one task, which reads the
+file's text itself, cuts its shards as it goes and commits them as numbered parts of the file
+under `_parts/`; the driver then numbers the parts of all files in order and renames them.
 
 The driver then writes index.json (wids shard-index form) from the stats files, atomically and
 last. Shards go straight into SHARD_DIR rather than through `Publisher`'s staging swap, because
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -52,13 +56,12 @@ INDEX = "index.json"
 INDEX_KIND = "wids-shard-index-v1"
 # Part of every resume fingerprint: a change to the shard layout must not resume old shards.
 # 2: in input order, shards no longer span input files.
-FORMAT_VERSION = 2
+# 3: in input order, each file is cut greedily as it is written (no plan pass).
+FORMAT_VERSION = 3
 # Shard bytes one write task takes at most when there are more groups than twice the cores:
 # enough to amortise a task's fixed cost, little enough to balance the cores and bound a
 # task's sort (which spills beyond its memory share anyway).
 _TASK_BYTES = 1 << 30
-# Above this many rows per input file block the shuffle-off plan would exceed ~65k buckets.
-_MAX_BUCKETS = 1 << S.BUCKET_BITS
 
 
 # --------------------------------------------------------------------------- config
@@ -197,8 +200,8 @@ def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> 
         else:
             resume = True
     out.mkdir(parents=True, exist_ok=True)
-    (out / S.STATS_DIR).mkdir(exist_ok=True)
-    (out / S.TMP_DIR).mkdir(exist_ok=True)
+    for folder in (S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR):
+        (out / folder).mkdir(exist_ok=True)
     if not resume:
         marker = {"job": JOB, "run_id": new_run_id(), "fingerprint": fp, "input": str(source.path)}
         S.write_text_atomic(out / MARKER, json.dumps(marker) + "\n")
@@ -247,15 +250,11 @@ def committed_shards(
             candidates[shard] = (str(tar), str(stats["sha256"]))
         else:
             stats_file.unlink()
-    if candidates:
-        items = [(s, p, h) for s, (p, h) in sorted(candidates.items())]
-        slices = min(len(items), max(1, spark.sparkContext.defaultParallelism * 2))
-        checked = spark.sparkContext.parallelize(items, slices).map(_check_committed).collect()
-        for shard, good in checked:
-            if not good:
-                warn(JOB, f"{S.shard_name(config.prefix, shard)} changed since it was committed")
-                (out / S.STATS_DIR / S.stats_name(config.prefix, shard)).unlink()
-                del candidates[shard]
+    items = [(s, p, h) for s, (p, h) in sorted(candidates.items())]
+    for shard, _, _ in _changed_files(spark, items):
+        warn(JOB, f"{S.shard_name(config.prefix, shard)} changed since it was committed")
+        (out / S.STATS_DIR / S.stats_name(config.prefix, shard)).unlink()
+        del candidates[shard]
     keep = {S.shard_name(config.prefix, s) for s in candidates}
     keep |= {S.dali_name(config.prefix, s) for s in candidates}
     pattern = re.compile(rf"^{re.escape(config.prefix)}-\d{{6}}\.(tar|idx)$")
@@ -317,17 +316,23 @@ def pack(
     if resume:
         info(JOB, f"resuming the unfinished pack in {out}")
 
-    plan = S.plan_shards([], [], S.planning_target(shard_cfg.target_bytes))
-    written = 0
+    n_shards = docs = written = 0
     seconds: dict[str, float] = {}
     if source.files:
         spark = build_session("corpusclean-pack", config.spark)
-        with _session_conf(spark, {} if shard_cfg.shuffle else _whole_file_scan(source)):
-            plan, written, seconds = _pack_files(spark, source, out, config, fp, resume)
+        if shard_cfg.shuffle:
+            n_shards, docs, written, seconds = _pack_shuffled(
+                spark, source, out, config, fp, resume
+            )
+        else:
+            with _session_conf(spark, _whole_file_scan(source)):
+                n_shards, docs, written, seconds = _pack_units(
+                    spark, source, out, config, fp, resume
+                )
     elif resume:
         committed_shards(None, out, shard_cfg, 0, fp)
 
-    index = build_index(out, source, config, plan, fp)
+    index = build_index(out, source, config, n_shards, docs, fp)
     total = index["totals"]
     if total["docs"] == 0:
         warn(JOB, f"input {source.path} holds no documents; the index lists no shards")
@@ -338,11 +343,17 @@ def _whole_file_scan(source: CleanSource) -> dict[str, str]:
     """Spark file-scan settings under which every input file is exactly one task, unsplit.
 
     A scan split is at most maxPartitionBytes, and an open cost that large stops Spark from
-    adding a second file to a task. Input order then needs no exchange: see `_write`.
+    adding a second file to a task. Input order then writes each file in its own task: see
+    `_pack_units`.
     """
     largest = max(size for _, size in source.files)
     value = str(max(1 << 20, largest + 1))
-    return {"spark.sql.files.maxPartitionBytes": value, "spark.sql.files.openCostInBytes": value}
+    return {
+        "spark.sql.files.maxPartitionBytes": value,
+        "spark.sql.files.openCostInBytes": value,
+        # A cap on scan tasks below the file count would merge files into one task again.
+        "spark.sql.files.maxPartitionNum": str(max(1, len(source.files))),
+    }
 
 
 @contextmanager
@@ -361,64 +372,248 @@ def _session_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-def _pack_files(
+def _pack_shuffled(
     spark: Any, source: CleanSource, out: Path, config: PackConfig, fp: str, resume: bool
-) -> tuple[S.ShardPlan, int, dict[str, float]]:
-    """Plan and write the shards of a non-empty input; returns (plan, shards written, seconds)."""
+) -> tuple[int, int, int, dict[str, float]]:
+    """Plan and write shuffled shards; returns (shards, docs, shards written, seconds)."""
     shard_cfg = config.shard
     target = S.planning_target(shard_cfg.target_bytes)
     seconds: dict[str, float] = {}
     raw = spark.read.parquet(str(source.data))
     _check_columns(raw.schema, config)
     columns = list(raw.columns)
-    whole_files = False
-    if shard_cfg.shuffle:
-        df = S.add_shuffle_order(raw, config.columns.id, shard_cfg.seed)
-        keys = ["_bucket"]
-    else:
-        scan = raw.select(
-            "*",
-            raw["_metadata.file_path"].alias("_file"),
-            raw["_metadata.row_index"].alias("_row"),
-        )
-        rows = raw.count()  # Parquet footers only
-        df = S.add_input_blocks(scan, max(1, -(-rows // _MAX_BUCKETS)))
-        keys = ["_file", "_block"]
-        # Planning only (no job): the scan's tasks, one per file under `_whole_file_scan`.
-        whole_files = raw.rdd.getNumPartitions() == len(source.files)
-        if not whole_files:
-            warn(JOB, "input files are split across scan tasks; input order needs a shuffle")
+    df = S.add_shuffle_order(raw, config.columns.id, shard_cfg.seed)
+    keys = ["_bucket"]
     df = S.add_shard_payload(df, columns, config.columns.text, shard_cfg.docs_per_sample, target)
     timer = Timer()
     with timer():
         buckets = S.sort_buckets(S.summarize_buckets(df, keys).toArrow(), keys)
-        breaks = None
-        if not shard_cfg.shuffle and buckets.num_rows:
-            files = buckets.column("_file").to_numpy(zero_copy_only=False)
-            breaks = np.concatenate([[True], files[1:] != files[:-1]])
         plan = S.plan_shards(
-            buckets.column("vbytes").to_numpy(),
-            buckets.column("docs").to_numpy(),
-            target,
-            breaks,
+            buckets.column("vbytes").to_numpy(), buckets.column("docs").to_numpy(), target
         )
     total_bytes = int(buckets.column("bytes").to_numpy().sum()) if buckets.num_rows else 0
-    tasks = f", {len(source.files):,} tasks (one per input file)" if whole_files else ""
+    docs = int(plan.group_docs.sum())
     info(
         JOB,
-        f"plan: {fmt_rows(int(plan.group_docs.sum()))} docs, ~{total_bytes / 1e6:,.1f} MB "
-        f"of samples -> {plan.n_shards:,} shards in {plan.n_groups:,} groups{tasks} "
-        f"({timer.seconds:.1f}s)",
+        f"plan: {fmt_rows(docs)} docs, ~{total_bytes / 1e6:,.1f} MB of samples -> "
+        f"{plan.n_shards:,} shards in {plan.n_groups:,} groups ({timer.seconds:.1f}s)",
     )
     seconds["plan"] = timer.seconds
     done = committed_shards(spark, out, shard_cfg, plan.n_shards, fp) if resume else set()
     if resume:
         info(JOB, f"resume: {len(done):,} of {plan.n_shards:,} shards already committed")
     with timer():
-        written = _write(spark, df, buckets, keys, plan, done, out, config, fp, whole_files)
+        written = _write(spark, df, buckets, keys, plan, done, out, config, fp)
     seconds["write"] = timer.seconds
     info(JOB, f"write: {written:,} shards written ({timer.seconds:.1f}s)")
-    return plan, written, seconds
+    return plan.n_shards, docs, written, seconds
+
+
+def _pack_units(
+    spark: Any, source: CleanSource, out: Path, config: PackConfig, fp: str, resume: bool
+) -> tuple[int, int, int, dict[str, float]]:
+    """Input order in one pass; returns (shards, docs, shards written, seconds).
+
+    Each input file is a unit that one task writes whole: Spark scans the file's metadata
+    columns (`_json`, or the `_line` of several docs per sample) and the task reads the text
+    itself with pyarrow, row-aligned, since a plain Parquet read is several times cheaper than
+    bringing the text through Spark's rows and Arrow batches (bench/pack.py). The task cuts
+    shards greedily as it goes and commits them as numbered parts of its unit; the driver
+    then numbers all parts in file order and renames them (`number_parts`).
+    """
+    shard_cfg = config.shard
+    target = S.planning_target(shard_cfg.target_bytes)
+    seconds: dict[str, float] = {}
+    paths = [str(source.data / rel) for rel, _ in source.files]
+    everything = spark.read.parquet(str(source.data))
+    _check_columns(everything.schema, config)
+    columns = list(everything.columns)
+    timer = Timer()
+    with timer():
+        rows = everything.count()  # Parquet footers only
+    done, skip = committed_parts(spark, out, fp, len(paths)) if resume else (set(), set())
+    if resume:
+        info(JOB, f"resume: {len(done):,} of {len(paths):,} input files already packed")
+    todo = [p for u, p in enumerate(paths) if u not in done]
+    written = 0
+    with timer():
+        if todo:
+            raw = spark.read.option("basePath", str(source.data)).parquet(*todo)
+            # Planning only (no job): the scan's tasks, one per file under `_whole_file_scan`.
+            if raw.rdd.getNumPartitions() != len(todo):
+                raise CorpusCleanError(
+                    "input order needs each input file whole in one Spark task, but the scan "
+                    f"has {raw.rdd.getNumPartitions()} tasks for {len(todo)} files; check the "
+                    "spark.sql.files.* settings"
+                )
+            scan = raw.select(
+                "*",
+                raw["_metadata.file_path"].alias("_file"),
+                raw["_metadata.row_index"].alias("_row"),
+            )
+            k = shard_cfg.docs_per_sample
+            df = S.add_shard_payload(scan, columns, config.columns.text, k, target)
+            payload = ["_json"] if k == 1 else ["_line"]
+            spec = S.UnitWriteSpec(
+                output_dir=str(out),
+                docs_per_sample=k,
+                dali_index=shard_cfg.dali_index,
+                fingerprint=fp,
+                id_col=config.columns.id,
+                capacity=target,
+                files=tuple(os.path.realpath(p) for p in paths),
+                text_col=config.columns.text,
+                skip=frozenset(skip),
+            )
+            tasks = df.select("_file", "_row", config.columns.id, *payload).mapInArrow(
+                partial(S.write_unit_parts, spec=spec), S.UNIT_RESULT_SCHEMA
+            )
+            try:
+                results = tasks.collect()
+            except Exception as exc:
+                raise _spark_failure(exc) from exc
+            written = sum(int(r["parts"]) for r in results) - len(
+                [u for u, _ in skip if u not in done]
+            )
+        n_shards, docs = number_parts(out, shard_cfg.prefix, fp, len(paths))
+    seconds["write"] = timer.seconds
+    if docs != rows:
+        raise CorpusCleanError(f"the shards hold {docs} docs but the input has {rows} rows")
+    info(
+        JOB,
+        f"write: {fmt_rows(docs)} docs of {len(paths):,} files -> {n_shards:,} shards, "
+        f"{written:,} written, one task per file ({timer.seconds:.1f}s)",
+    )
+    return n_shards, docs, written, seconds
+
+
+def _load_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def committed_parts(
+    spark: Any, out: Path, fp: str, n_units: int
+) -> tuple[set[int], set[tuple[int, int]]]:
+    """What an unfinished input-order pack already holds: (finished units, committed parts).
+
+    A unit (input file) is finished when its marker is there and all its committed parts
+    still match their checksum; committed parts of unfinished units are kept and not written
+    again. Removed: temporary files, parts without a stats file, stats and markers of another
+    run. Shards the driver had already numbered are checked too; one that changed cannot be
+    traced back to its file, so it fails the run with a pointer to --overwrite.
+    """
+    for tmp in (out / S.TMP_DIR).iterdir():
+        tmp.unlink()
+    parts_dir = out / S.PARTS_DIR
+    parts_dir.mkdir(exist_ok=True)
+    done: set[int] = set()
+    for u in range(n_units):
+        marker = _load_json(S.unit_marker(out, u))
+        if marker is not None and marker.get("fingerprint") == fp and marker.get("unit") == u:
+            done.add(u)
+        else:
+            S.unit_marker(out, u).unlink(missing_ok=True)
+    pattern = re.compile(r"^u(\d{6})-(\d{6})\.json$")
+    candidates: dict[tuple[int, int], tuple[str, str]] = {}
+    for stats_file in sorted(parts_dir.glob("u*-*.json")):
+        match = pattern.match(stats_file.name)
+        stats = _load_json(stats_file)
+        key = (int(match.group(1)), int(match.group(2))) if match else (-1, -1)
+        files = S.part_files(out, *key)
+        if (
+            stats is not None
+            and stats.get("fingerprint") == fp
+            and key[0] < n_units
+            and files.tar.is_file()
+            and files.tar.stat().st_size == stats.get("filesize")
+        ):
+            candidates[key] = (str(files.tar), str(stats.get("sha256")))
+        else:
+            stats_file.unlink()
+    finals: dict[int, tuple[str, str]] = {}
+    for stats_file in sorted((out / S.STATS_DIR).glob("*.json")):
+        stats = _load_json(stats_file)
+        tar = out / str((stats or {}).get("url", ""))
+        if stats is not None and stats.get("fingerprint") == fp and tar.is_file():
+            finals[int(stats["shard"])] = (str(tar), str(stats.get("sha256")))
+    items = [("part", u, j, path, sha) for (u, j), (path, sha) in sorted(candidates.items())]
+    items += [("final", g, 0, path, sha) for g, (path, sha) in sorted(finals.items())]
+    bad = _changed_files(spark, items)
+    for kind, a, b, path, _ in bad:
+        if kind == "final":
+            raise CorpusCleanError(
+                f"{Path(path).name} changed since it was written; rerun with --overwrite"
+            )
+        warn(JOB, f"part {Path(path).name} changed since it was committed; writing it again")
+        del candidates[(a, b)]
+        done.discard(a)
+        S.unit_marker(out, a).unlink(missing_ok=True)
+    keep = {Path(path).stem for path, _ in candidates.values()}
+    for path in parts_dir.iterdir():
+        if path.stem not in keep and pattern.match(path.stem + ".json"):
+            path.unlink()
+    return done, set(candidates)
+
+
+def _changed_files(spark: Any, items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The items (..., path, sha256) whose file no longer has that checksum, checked by Spark
+    tasks, since a resumed pack can be most of the output."""
+    if not items:
+        return []
+    checks = [(i, path, sha) for i, (*_, path, sha) in enumerate(items)]
+    slices = min(len(checks), max(1, spark.sparkContext.defaultParallelism * 2))
+    results = spark.sparkContext.parallelize(checks, slices).map(_check_committed).collect()
+    return [items[i] for i, good in results if not good]
+
+
+def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, int]:
+    """Number every unit's parts in unit order and rename them; returns (shards, docs).
+
+    Every step can be redone: a part's final stats file is written before its tar is renamed,
+    and its part stats go last, so a run that stopped half-way numbers the rest on resume.
+    A unit without a marker after a successful write had no rows.
+    """
+    counts = []
+    docs = 0
+    for u in range(n_units):
+        marker = _load_json(S.unit_marker(out, u))
+        counts.append(int(marker["parts"]) if marker else 0)
+        docs += int(marker["docs"]) if marker else 0
+    tmp = out / S.TMP_DIR
+    base = 0
+    for u, m in enumerate(counts):
+        for j in range(m):
+            part, final = S.part_files(out, u, j), S.final_files(out, prefix, base + j)
+            stats = _load_json(part.stats)
+            if stats is None:
+                continue  # numbered already; build_index checks its stats file
+            if not part.tar.is_file() and not (
+                final.tar.is_file() and final.tar.stat().st_size == stats["filesize"]
+            ):
+                raise CorpusCleanError(
+                    f"part {part.tar.name} of the unfinished pack is missing; rerun with "
+                    "--overwrite"
+                )
+            numbered = S.ShardStats(
+                final.number,
+                final.tar.name,
+                stats["nsamples"],
+                stats["ndocs"],
+                stats["filesize"],
+                stats["sha256"],
+            )
+            S.write_text_atomic(final.stats, numbered.to_json(fp), tmp)
+            if part.tar.is_file():
+                os.replace(part.tar, final.tar)
+            if part.dali.is_file():
+                os.replace(part.dali, final.dali)
+            part.stats.unlink()
+        base += m
+    return base, docs
 
 
 def _check_columns(schema: Any, config: PackConfig) -> None:
@@ -460,15 +655,11 @@ def _write(
     out: Path,
     config: PackConfig,
     fp: str,
-    whole_files: bool = False,
 ) -> int:
     """Run the write pass for the groups that still miss a shard; returns shards written.
 
-    Every group must reach one task whole, in shard order. In general one shuffle does that,
-    consecutive groups sharing a task. In input order with `whole_files` (each input file is
-    one scan task, and the plan closes a group at every new file) each group is already whole
-    in its file's task and in row order, so the documents go straight from the scan to the
-    writer: no exchange.
+    Every group must reach one task whole, in shard order: one shuffle does that, consecutive
+    groups sharing a task.
     """
     import pyarrow as pa
     import pyspark.sql.functions as F
@@ -508,14 +699,13 @@ def _write(
         id_col=config.columns.id,
         skip=frozenset(done),
     )
-    ties = ["_h", config.columns.id] if shard_cfg.shuffle else ["_row"]
-    order = ["_group", "_ord", *ties]
+    order = ["_group", "_ord", "_h", config.columns.id]
     payload = ["_txt", "_json"] if shard_cfg.docs_per_sample == 1 else ["_line"]
     cols = ["_group", "_base", "_nshards", "_gvbytes", "_vsize", config.columns.id, *payload]
     joined = df.join(F.broadcast(spark.createDataFrame(lookup)), on=keys, how="inner")
-    staged = joined if whole_files else joined.repartition(n_tasks, "_pkey")
     tasks = (
-        staged.sortWithinPartitions(*order)
+        joined.repartition(n_tasks, "_pkey")
+        .sortWithinPartitions(*order)
         .select(*cols)
         .mapInArrow(partial(S.write_partition_shards, spec=spec), S.RESULT_SCHEMA)
     )
@@ -526,13 +716,13 @@ def _write(
 
 
 def build_index(
-    out: Path, source: CleanSource, config: PackConfig, plan: S.ShardPlan, fp: str
+    out: Path, source: CleanSource, config: PackConfig, n_shards: int, planned: int, fp: str
 ) -> dict[str, Any]:
     """Write index.json from the committed shards' stats files; fails if any shard is missing."""
     prefix = config.shard.prefix
     entries = []
     missing = []
-    for shard in range(plan.n_shards):
+    for shard in range(n_shards):
         try:
             stats = json.loads((out / S.STATS_DIR / S.stats_name(prefix, shard)).read_text("utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
@@ -556,7 +746,6 @@ def build_index(
             f"({', '.join(missing[:3])}); rerun the same command to resume"
         )
     docs = sum(e["ndocs"] for e in entries)
-    planned = int(plan.group_docs.sum()) if plan.n_groups else 0
     if docs != planned:
         raise CorpusCleanError(f"the shards hold {docs} docs but the plan counted {planned}")
     members = ["json", "txt"] if config.shard.docs_per_sample == 1 else ["jsonl"]
@@ -592,6 +781,8 @@ def build_index(
         tmp.rmdir()
     # Written last and atomically: a folder with index.json is a finished pack.
     S.write_text_atomic(out / INDEX, json.dumps(index, indent=2) + "\n")
+    # The unit markers of input order, kept until now so that a numbering cut short resumes.
+    shutil.rmtree(out / S.PARTS_DIR, ignore_errors=True)
     return index
 
 

@@ -3,16 +3,18 @@
 The packing has three parts, each usable and testable on its own:
 
 * Spark steps that add what a document costs in a shard (`add_shard_payload`), where it goes in
-  the shard order (`add_shuffle_order` / `add_input_blocks`), and the per-bucket totals the driver
-  plans with (`summarize_buckets`). A bucket is a fixed slice of the shard order: the top 16
-  bits of a seeded hash of the doc_id (shuffle on), or a block of rows of one input file (off).
+  the shuffled shard order (`add_shuffle_order`), and the per-bucket totals the driver plans
+  with (`summarize_buckets`). A bucket is the top 16 bits of a seeded hash of the doc_id.
 * Pure planning (`plan_shards`, `assign_shard_ids`): buckets are packed greedily into groups of
   at most `target_bytes`; a group that is one oversized bucket is cut evenly into several
   shards. Shard numbers follow from the bucket totals alone, so they are fixed before any
   document moves and never depend on partitioning.
-* The writer (`write_partition_shards`), run by `mapInArrow` on partitions that each hold whole
-  groups sorted in shard order: it writes deterministic ustar members, renames a finished shard
-  into place and then writes its small stats file, the shard's commit marker.
+* The writers, run by `mapInArrow`: `write_partition_shards` on partitions that each hold
+  whole groups sorted in shard order, and `write_unit_parts` for input order, where a task
+  writes whole input files ("units"), reads their text itself and cuts shards as it goes
+  (`cut_shards`) into parts the driver numbers afterwards. Both write deterministic ustar
+  members, rename a finished shard into place and then write its small stats file, the
+  shard's commit marker.
 
 Sizes are "virtual": a sample counts its exact tar bytes (512-byte header plus data padded to
 512), capped at half the target. The cap makes the even cut of an oversized group gap-free:
@@ -58,6 +60,7 @@ JSON_OPTIONS = {
 
 STATS_DIR = "_stats"
 TMP_DIR = "_tmp"
+PARTS_DIR = "_parts"
 
 # Per-document share of a `.jsonl` member's header and average padding, for planning only.
 _SAMPLE_OVERHEAD = BLOCK + BLOCK // 2
@@ -251,15 +254,6 @@ def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
     )
 
 
-def add_input_blocks(df: DataFrame, rows_per_block: int) -> DataFrame:
-    """Add `_block`, the block of `rows_per_block` rows of its input file a row falls in.
-
-    Reads `_file` and `_row` (the scan's `_metadata.file_path` and `_metadata.row_index`). Shard
-    order is (`_file`, `_row`): input order; buckets are (`_file`, `_block`).
-    """
-    return df.withColumn("_block", F.floor(F.col("_row") / F.lit(rows_per_block)).cast("long"))
-
-
 def summarize_buckets(df: DataFrame, keys: Sequence[str]) -> DataFrame:
     """One row per non-empty bucket: `docs`, `vbytes` (sum of `_vsize`), `bytes` (of `_size`).
 
@@ -308,32 +302,22 @@ class ShardPlan:
         return range(base, base + int(self.group_shards[group]))
 
 
-def plan_shards(
-    bucket_vbytes: np.ndarray,
-    bucket_docs: np.ndarray,
-    target_bytes: int,
-    breaks: np.ndarray | None = None,
-) -> ShardPlan:
+def plan_shards(bucket_vbytes: np.ndarray, bucket_docs: np.ndarray, target_bytes: int) -> ShardPlan:
     """Pack consecutive buckets into groups of at most `target_bytes` and number their shards.
 
     A group closes before a bucket would push it over the target, so a group is one shard
     unless it is a single bucket larger than the target, which is cut into
-    ceil(vbytes / target) even shards. A group also closes before every bucket `breaks` marks
-    (True: the bucket starts a new input file, so no group spans two files).
+    ceil(vbytes / target) even shards.
     """
     vbytes = np.asarray(bucket_vbytes, dtype=np.int64)
     docs = np.asarray(bucket_docs, dtype=np.int64)
-    starts = np.zeros(len(vbytes), dtype=bool) if breaks is None else np.asarray(breaks, dtype=bool)
-    if len(starts) != len(vbytes):
-        raise ValueError(f"{len(starts)} breaks for {len(vbytes)} buckets")
     bucket_group = np.empty(len(vbytes), dtype=np.int64)
     g_v: list[int] = []
     g_d: list[int] = []
     current_v = current_d = 0
     group = -1
-    rows = zip(vbytes.tolist(), docs.tolist(), starts.tolist(), strict=True)
-    for i, (v, d, new_file) in enumerate(rows):
-        if group < 0 or new_file or current_v + v > target_bytes:
+    for i, (v, d) in enumerate(zip(vbytes.tolist(), docs.tolist(), strict=True)):
+        if group < 0 or current_v + v > target_bytes:
             if group >= 0:
                 g_v.append(current_v)
                 g_d.append(current_d)
@@ -683,15 +667,55 @@ def _joined_bytes(arr: pa.Array) -> bytes:
     return values[offsets[0] : offsets[-1]].tobytes()
 
 
+@dataclass(frozen=True)
+class ShardFiles:
+    """Where a shard's tar, DALI index and stats file (its commit marker) go, and its number."""
+
+    number: int
+    tar: Path
+    dali: Path
+    stats: Path
+
+
+def final_files(out: Path, prefix: str, shard: int) -> ShardFiles:
+    """A numbered shard's files: `{prefix}-000042.tar`, `.idx` and `_stats/{prefix}-000042.json`."""
+    return ShardFiles(
+        shard,
+        out / shard_name(prefix, shard),
+        out / dali_name(prefix, shard),
+        out / STATS_DIR / stats_name(prefix, shard),
+    )
+
+
+def part_files(out: Path, unit: int, part: int) -> ShardFiles:
+    """The files of part `part` of unit `unit`, under `_parts/` until the driver numbers it."""
+    stem = out / PARTS_DIR / f"u{unit:06d}-{part:06d}"
+    return ShardFiles(
+        part, stem.with_suffix(".tar"), stem.with_suffix(".idx"), stem.with_suffix(".json")
+    )
+
+
+def unit_marker(out: Path, unit: int) -> Path:
+    """The file a write task leaves when it has written every part of a unit."""
+    return out / PARTS_DIR / f"u{unit:06d}.json"
+
+
 class _Shard:
-    def __init__(self, spec: ShardWriteSpec, shard: int, attempt: str) -> None:
-        self.spec = spec
-        self.shard = shard
-        out = Path(spec.output_dir)
-        self.final = out / shard_name(spec.prefix, shard)
-        self.writer = TarShardWriter(
-            out / TMP_DIR / f"{self.final.name}.{attempt}.part", spec.dali_index
-        )
+    def __init__(
+        self,
+        files: ShardFiles,
+        docs_per_sample: int,
+        dali_index: bool,
+        fingerprint: str,
+        tmp: Path,
+        attempt: str,
+    ) -> None:
+        self.files = files
+        self.docs_per_sample = docs_per_sample
+        self.dali_index = dali_index
+        self.fingerprint = fingerprint
+        self.tmp = tmp
+        self.writer = TarShardWriter(tmp / f"{files.tar.name}.{attempt}.part", dali_index)
         # A jsonl sample still open at the end of a run: its lines so far and its key.
         self.pending: list[pa.Array] = []
         self.pending_docs = 0
@@ -702,11 +726,11 @@ class _Shard:
         for column in payload:
             if column.null_count:
                 raise ValueError("a document's payload column is null")
-        if self.spec.docs_per_sample == 1:
+        if self.docs_per_sample == 1:
             self.writer.add_samples(safe_keys(doc_ids), [("json", payload[1]), ("txt", payload[0])])
             return
         lines = payload[0]
-        per = self.spec.docs_per_sample
+        per = self.docs_per_sample
         n = len(lines)
         i = 0
         if self.pending_docs:
@@ -741,22 +765,15 @@ class _Shard:
     def commit(self) -> ShardStats:
         self._flush_pending()
         filesize, sha = self.writer.finish()
-        out = Path(self.spec.output_dir)
-        tmp = out / TMP_DIR
-        os.replace(self.writer.temp_path, self.final)
-        if self.spec.dali_index:
-            write_text_atomic(
-                out / dali_name(self.spec.prefix, self.shard), self.writer.dali_index(), tmp
-            )
+        files = self.files
+        os.replace(self.writer.temp_path, files.tar)
+        if self.dali_index:
+            write_text_atomic(files.dali, self.writer.dali_index(), self.tmp)
         stats = ShardStats(
-            self.shard, self.final.name, self.writer.nsamples, self.writer.ndocs, filesize, sha
+            files.number, files.tar.name, self.writer.nsamples, self.writer.ndocs, filesize, sha
         )
         # The stats file is the commit marker: a shard without it is rewritten on resume.
-        write_text_atomic(
-            out / STATS_DIR / stats_name(self.spec.prefix, self.shard),
-            stats.to_json(self.spec.fingerprint),
-            tmp,
-        )
+        write_text_atomic(files.stats, stats.to_json(self.fingerprint), self.tmp)
         return stats
 
 
@@ -797,6 +814,7 @@ def write_partition_shards(
     at that document, after the shards before it are committed.
     """
     attempt = _attempt_id()
+    out = Path(spec.output_dir)
     payload_cols = ("_txt", "_json") if spec.docs_per_sample == 1 else ("_line",)
     current: _Shard | None = None
     current_id = -1
@@ -841,7 +859,18 @@ def write_partition_shards(
                 if shard != current_id:
                     if current is not None:
                         yield _result(current.commit())
-                    current = None if shard in spec.skip else _Shard(spec, shard, attempt)
+                    current = (
+                        None
+                        if shard in spec.skip
+                        else _Shard(
+                            final_files(out, spec.prefix, shard),
+                            spec.docs_per_sample,
+                            spec.dali_index,
+                            spec.fingerprint,
+                            out / TMP_DIR,
+                            attempt,
+                        )
+                    )
                     current_id = shard
                 bad = repeated[lo:hi] if current is None else repeated[lo:hi] | nulls[lo:hi]
                 if bad.any():
@@ -859,6 +888,287 @@ def write_partition_shards(
     finally:
         if current is not None:
             current.writer.abort()
+
+
+# --------------------------------------------------------------------------- units
+
+
+def cut_shards(vsizes: np.ndarray, fill: int, capacity: int) -> tuple[np.ndarray, int]:
+    """Greedy shard cut of consecutive documents: which shard each goes to, and the fill after.
+
+    The shard open before the first document has `fill` virtual bytes and number 0 here; a
+    document opens the next shard when it would take the open one over `capacity`, unless the
+    open one is empty. With every virtual size at most half the capacity (see the module
+    docstring), every closed shard is more than half full. The loop runs once per shard.
+    """
+    sizes = np.asarray(vsizes, dtype=np.int64)
+    n = len(sizes)
+    shard = np.zeros(n, dtype=np.int64)
+    ends = np.cumsum(sizes)
+    i = 0
+    current = 0
+    while i < n:
+        before = int(ends[i - 1]) if i else 0
+        j = int(np.searchsorted(ends, before + capacity - fill, "right"))
+        if j == i:
+            if fill:
+                current, fill = current + 1, 0
+                continue
+            j = i + 1  # a document over the whole capacity goes alone
+        shard[i:j] = current
+        fill += int(ends[j - 1]) - before
+        i = j
+        if i < n:
+            current, fill = current + 1, 0
+    return shard, fill
+
+
+@dataclass(frozen=True)
+class UnitWriteSpec:
+    """What a task writing whole units needs besides its documents.
+
+    A unit is a stretch of the shard order that one task writes whole: an input file in input
+    order. With `files` set, unit u is the Parquet file `files[u]` and the text is read from
+    it by the task itself (`text_col`), row-aligned with the `_row` numbers Spark sends; the
+    rest of the payload comes from Spark.
+    """
+
+    output_dir: str
+    docs_per_sample: int
+    dali_index: bool
+    fingerprint: str
+    id_col: str
+    capacity: int
+    files: tuple[str, ...] = ()
+    text_col: str = "text"
+    skip: frozenset[tuple[int, int]] = field(default_factory=frozenset)
+
+
+UNIT_RESULT_SCHEMA = "unit int, parts long, docs long"
+
+
+class _ColumnReader:
+    """One column of a Parquet file, handed out `take(n)` rows at a time, in row order."""
+
+    def __init__(self, path: str, column: str) -> None:
+        import pyarrow.parquet as pq
+
+        self._batches = pq.ParquetFile(path).iter_batches(batch_size=8192, columns=[column])
+        self._column = column
+        self._left: list[pa.Array] = []
+        self._have = 0
+
+    def take(self, n: int) -> pa.Array | None:
+        """The next `n` values, or None when the file has fewer rows left."""
+        while self._have < n:
+            batch = next(self._batches, None)
+            if batch is None:
+                return None
+            self._left.append(batch.column(self._column))
+            self._have += batch.num_rows
+        chunks = pa.chunked_array(self._left).slice(0, n)
+        rest = pa.chunked_array(self._left).slice(n)
+        self._left = rest.chunks
+        self._have -= n
+        return chunks.combine_chunks() if chunks.num_chunks != 1 else chunks.chunk(0)
+
+    def exhausted(self) -> bool:
+        """True when every row has been taken."""
+        if self._have:
+            return False
+        return all(batch.num_rows == 0 for batch in self._batches)
+
+
+def _file_of(uri: str) -> str:
+    """The local path of a `_metadata.file_path` URI (file:/..., percent-encoded)."""
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path)
+
+
+class _Unit:
+    """The unit a task is writing: its shard cut, the open part, and the row checks."""
+
+    def __init__(self, spec: UnitWriteSpec, unit: int, attempt: str, file: str | None) -> None:
+        self.spec = spec
+        self.unit = unit
+        self.attempt = attempt
+        self.out = Path(spec.output_dir)
+        self.part = 0
+        self.fill = 0
+        self.docs = 0
+        self.current: _Shard | None = None
+        self.current_part = -1
+        self.previous_id: str | None = None
+        self.reader = (
+            _ColumnReader(file, spec.text_col) if file and spec.docs_per_sample == 1 else None
+        )
+        self.file = file
+
+    def _check_rows(self, batch: pa.RecordBatch) -> None:
+        # A file split over two tasks would have two writers of one unit: refuse it.
+        rows = batch.column("_row").to_numpy(zero_copy_only=False)
+        if rows[0] != self.docs or (len(rows) > 1 and not (np.diff(rows) == 1).all()):
+            raise ValueError(
+                f"input file {self.file} reached its task out of row order (rows from "
+                f"{int(rows[0])}, expected {self.docs}): input order needs each file whole in "
+                "one Spark task"
+            )
+
+    def _payload(self, batch: pa.RecordBatch) -> tuple[list[pa.Array], np.ndarray]:
+        """The batch's payload columns and each document's exact sample size."""
+        if self.file is not None:
+            self._check_rows(batch)
+        if self.spec.docs_per_sample > 1:
+            lines = batch.column("_line")
+            share = -(-_SAMPLE_OVERHEAD // self.spec.docs_per_sample)
+            return [lines], np.diff(_offsets_values(lines)[0]) + share
+        if self.reader is not None:
+            text = self.reader.take(batch.num_rows)
+            if text is None:
+                raise ValueError(f"input file {self.file} has fewer rows than Spark read from it")
+            if text.null_count:
+                text = pc.fill_null(text, "")
+        else:
+            text = batch.column("_txt")
+        meta = batch.column("_json")
+        sizes = 2 * BLOCK + sum(
+            _padded_sizes(np.diff(_offsets_values(col)[0])) for col in (text, meta)
+        )
+        return [text, meta], sizes
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Cut the batch's documents into the unit's parts and write them."""
+        n = batch.num_rows
+        payload, sizes = self._payload(batch)
+        cap = max(1, self.spec.capacity // 2)
+        shift, self.fill = cut_shards(np.minimum(sizes, cap), self.fill, self.spec.capacity)
+        parts = self.part + shift
+        self.part = int(parts[-1])
+        doc_ids = batch.column(self.spec.id_col)
+        bad, self.previous_id = _bad_ids(doc_ids, self.previous_id)
+        cuts = np.flatnonzero(np.diff(parts)) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
+            if bad[lo:hi].any():
+                _refuse(doc_ids, lo + int(bad[lo:hi].argmax()))
+            part = int(parts[lo])
+            if part != self.current_part:
+                if self.current is not None:
+                    self.current.commit()
+                self.current = self._open(part)
+                self.current_part = part
+            if self.current is not None:
+                self.current.add(
+                    doc_ids.slice(lo, hi - lo), [p.slice(lo, hi - lo) for p in payload]
+                )
+        self.docs += n
+
+    def _open(self, part: int) -> _Shard | None:
+        if (self.unit, part) in self.spec.skip:
+            return None
+        spec = self.spec
+        files = part_files(self.out, self.unit, part)
+        return _Shard(
+            files,
+            spec.docs_per_sample,
+            spec.dali_index,
+            spec.fingerprint,
+            self.out / TMP_DIR,
+            self.attempt,
+        )
+
+    def finish(self) -> pa.RecordBatch:
+        """Commit the last part and leave the unit marker; returns the unit's result row."""
+        if self.reader is not None and not self.reader.exhausted():
+            raise ValueError(f"input file {self.file} has more rows than Spark read from it")
+        if self.current is not None:
+            self.current.commit()
+            self.current = None
+        marker = {
+            "unit": self.unit,
+            "parts": self.part + 1 if self.docs else 0,
+            "docs": self.docs,
+            "fingerprint": self.spec.fingerprint,
+        }
+        write_text_atomic(
+            unit_marker(self.out, self.unit), json.dumps(marker) + "\n", self.out / TMP_DIR
+        )
+        return pa.RecordBatch.from_pydict(
+            {
+                "unit": pa.array([self.unit], pa.int32()),
+                "parts": pa.array([marker["parts"]], pa.int64()),
+                "docs": pa.array([self.docs], pa.int64()),
+            }
+        )
+
+    def abort(self) -> None:
+        if self.current is not None:
+            self.current.writer.abort()
+            self.current = None
+
+
+def _bad_ids(doc_ids: pa.Array, previous: str | None) -> tuple[np.ndarray, str | None]:
+    """Rows whose doc_id is null or equal to the one before it; and the batch's last id."""
+    n = len(doc_ids)
+    nulls = doc_ids.is_null().to_numpy(zero_copy_only=False)
+    repeated = np.zeros(n, dtype=bool)
+    if n:
+        first = doc_ids[0].as_py()
+        repeated[0] = first is not None and first == previous
+    if n > 1:
+        same = pc.equal(doc_ids.slice(1), doc_ids.slice(0, n - 1)).fill_null(False)
+        repeated[1:] = same.to_numpy(zero_copy_only=False)
+    return repeated | nulls, doc_ids[n - 1].as_py() if n else previous
+
+
+def _refuse(doc_ids: pa.Array, row: int) -> None:
+    doc_id = doc_ids[row].as_py()
+    if doc_id is None:
+        raise ValueError("doc_id is null")
+    raise ValueError(f"{DUPLICATE_MARK}: {doc_id!r}")
+
+
+def write_unit_parts(
+    batches: Iterator[pa.RecordBatch], spec: UnitWriteSpec
+) -> Iterator[pa.RecordBatch]:
+    """`mapInArrow` body: write whole units, each cut greedily into parts; a row per unit.
+
+    Reads the id column, `_row` and `_json` with `spec.files` (the text comes from the file;
+    `_file` names it), else `_unit` and `_txt` + `_json` (one document per sample) or `_line`;
+    `_line` also with `spec.files` when several documents share a sample. Rows arrive unit by
+    unit, each unit whole and in shard order. Parts in `spec.skip` (already committed) are cut
+    but not written again. A null doc_id, or one equal to the one before it, fails the task
+    at that document, after the parts before it are committed.
+    """
+    attempt = _attempt_id()
+    by_path = {path: i for i, path in enumerate(spec.files)}
+    unit: _Unit | None = None
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if spec.files:
+                names = batch.column("_file")
+                path = os.path.realpath(_file_of(names[0].as_py()))
+                if names[len(names) - 1].as_py() != names[0].as_py() or path not in by_path:
+                    raise ValueError(
+                        f"a task read {path} with other files, or a file not planned; input order "
+                        "needs each file whole in one Spark task"
+                    )
+                number, file = by_path[path], path
+            else:
+                number, file = int(batch.column("_unit")[0].as_py()), None
+            if unit is None or number != unit.unit:
+                if unit is not None:
+                    yield unit.finish()
+                unit = _Unit(spec, number, attempt, file)
+            unit.add(batch)
+        if unit is not None:
+            yield unit.finish()
+            unit = None
+    finally:
+        if unit is not None:
+            unit.abort()
 
 
 # --------------------------------------------------------------------------- reading back

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import shutil
@@ -178,7 +179,7 @@ def test_shuffle_off_keeps_input_order(corpus: tuple[Path, pa.Table], tmp_path: 
     assert [d["doc_id"] for d in read_docs(out)] == corpus[1].column("doc_id").to_pylist()
 
 
-def test_input_order_skips_the_shuffle_and_keeps_the_bytes(
+def test_input_order_writes_each_file_in_one_task(
     corpus: tuple[Path, pa.Table],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -186,27 +187,120 @@ def test_input_order_skips_the_shuffle_and_keeps_the_bytes(
 ) -> None:
     direct = tmp_path / "direct"
     assert pack(corpus[0], direct, "shard.shuffle=false") == 0
-    assert "2 tasks (one per input file)" in capsys.readouterr().err
-    # Settings that put both small files in one scan task: the job falls back to the shuffle,
-    # and the shards must not depend on which way the documents travelled.
+    assert "one task per file" in capsys.readouterr().err
+    assert not (direct / S.PARTS_DIR).exists()
+    again = tmp_path / "again"
+    assert pack(corpus[0], again, "shard.shuffle=false") == 0
+    index = read_index(direct)
+    assert read_index(again) == index
+    for entry in index["shardlist"]:
+        assert (again / entry["url"]).read_bytes() == (direct / entry["url"]).read_bytes()
+    # no shard holds documents of both files, and a shard closes only when the next document
+    # would not fit: all but each file's last shard are more than half full
+    first_file = set(corpus[1].column("doc_id").to_pylist()[:200])
+    ends = []
+    for path in shard_paths(direct):
+        ids = {json.loads(s["json"])["doc_id"] for s in wds.WebDataset(path, shardshuffle=False)}
+        assert ids <= first_file or not ids & first_file
+        ends.append(ids <= first_file)
+    last_of_file = [a != b for a, b in itertools.pairwise(ends)] + [True]
+    for entry, last in zip(index["shardlist"], last_of_file, strict=True):
+        assert entry["filesize"] <= TARGET and (last or entry["filesize"] > TARGET / 2)
+    # settings that put both small files in one scan task are refused, not packed differently
     together = {
         "spark.sql.files.maxPartitionBytes": "1g",
         "spark.sql.files.openCostInBytes": "1",
         "spark.sql.files.minPartitionNum": "1",
     }
     monkeypatch.setattr(pack_job, "_whole_file_scan", lambda source: together)
-    shuffled = tmp_path / "shuffled"
-    assert pack(corpus[0], shuffled, "shard.shuffle=false") == 0
-    assert "needs a shuffle" in capsys.readouterr().err
-    index = read_index(direct)
-    assert read_index(shuffled)["shardlist"] == index["shardlist"]
+    merged = tmp_path / "merged"
+    capsys.readouterr()
+    assert pack(corpus[0], merged, "shard.shuffle=false") == 1
+    err = capsys.readouterr().err
+    assert "needs each input file whole in one Spark task" in err and len(err.splitlines()) == 1
+    assert not (merged / "index.json").exists()
+
+
+def test_input_order_resumes_after_a_crash_in_writing_or_numbering(
+    corpus: tuple[Path, pa.Table],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ordered = "shard.shuffle=false"
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, ordered) == 0
+    # a crash after the write job: every unit written, nothing numbered yet
+    out = tmp_path / "crashed"
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("driver killed")
+
+    with monkeypatch.context() as m:
+        m.setattr(pack_job, "number_parts", crash)
+        with pytest.raises(RuntimeError):
+            pack_job.pack(str(corpus[0]), str(out), _ordered_config())
+    parts = out / S.PARTS_DIR
+    # then: file 1 as if its task had been killed after its first part, a corrupted part of
+    # file 0, and a task's partial temporary file
+    S.unit_marker(out, 1).unlink()
+    later = sorted(parts.glob("u000001-*.json"))[1:]
+    for stats in later:
+        stats.unlink()
+    victim = S.part_files(out, 0, 1).tar
+    data = bytearray(victim.read_bytes())
+    data[700] ^= 1
+    victim.write_bytes(bytes(data))
+    (out / S.TMP_DIR / "u000001-000003.tar.t9.part").write_bytes(b"partial")
+    kept = S.part_files(out, 1, 0).tar.stat()
+    capsys.readouterr()
+    assert pack(corpus[0], out, ordered) == 0
+    err = capsys.readouterr().err
+    # file 0 is redone for its changed part; only the parts that are missing are written
+    assert "resume: 0 of 2 input files already packed" in err
+    assert "part u000000-000001.tar changed" in err
+    index = read_index(out)
+    assert index == read_index(whole)
     for entry in index["shardlist"]:
-        assert (shuffled / entry["url"]).read_bytes() == (direct / entry["url"]).read_bytes()
-    # no shard holds documents of both files (each file is planned on its own)
+        assert (out / entry["url"]).read_bytes() == (whole / entry["url"]).read_bytes()
+    # the committed first part of file 1 was kept: renamed into place, not written again
     first_file = set(corpus[1].column("doc_id").to_pylist()[:200])
-    for path in shard_paths(direct):
-        ids = {json.loads(s["json"])["doc_id"] for s in wds.WebDataset(path, shardshuffle=False)}
-        assert ids <= first_file or not ids & first_file
+    of_file_0 = [
+        json.loads(next(iter(wds.WebDataset(p, shardshuffle=False)))["json"])["doc_id"]
+        in first_file
+        for p in shard_paths(out)
+    ]
+    numbered = Path(shard_paths(out)[of_file_0.index(False)])
+    assert (numbered.stat().st_ino, numbered.stat().st_mtime_ns) == (
+        kept.st_ino,
+        kept.st_mtime_ns,
+    )
+    # a crash half-way through numbering: the rerun finishes it without writing anything
+    again = tmp_path / "again"
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def flaky_replace(src: Any, dst: Any) -> None:
+        calls["n"] += str(dst).endswith(".tar")
+        if calls["n"] == 3:
+            raise OSError("driver killed")
+        real_replace(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(pack_job.pack.__globals__["os"], "replace", flaky_replace)
+        with pytest.raises(OSError, match="killed"):
+            pack_job.pack(str(corpus[0]), str(again), _ordered_config())
+    assert not (again / "index.json").exists()
+    capsys.readouterr()
+    assert pack(corpus[0], again, ordered) == 0
+    assert "resume: 2 of 2 input files already packed" in capsys.readouterr().err
+    assert read_index(again) == read_index(whole)
+    for entry in read_index(whole)["shardlist"]:
+        assert (again / entry["url"]).read_bytes() == (whole / entry["url"]).read_bytes()
+
+
+def _ordered_config() -> pack_job.PackConfig:
+    return pack_job.PackConfig(shard=pack_job.ShardSection(shuffle=False, target_bytes=TARGET))
 
 
 def test_many_docs_per_sample_with_dali_index(

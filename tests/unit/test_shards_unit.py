@@ -7,6 +7,7 @@ import json
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -199,18 +200,6 @@ def test_an_oversized_bucket_becomes_several_shards() -> None:
     assert plan.group_base.tolist() == [0, 1, 5]
     assert plan.n_shards == 6
     assert list(plan.shards_of(1)) == [1, 2, 3, 4]
-
-
-def test_no_group_spans_a_break() -> None:
-    vbytes = np.array([100, 100, 100, 100, 9_000, 100])
-    breaks = np.array([True, False, True, False, False, True])
-    plan = S.plan_shards(vbytes, np.ones(6, dtype=np.int64), 10_000, breaks)
-    # without breaks all six buckets would share one group
-    assert plan.bucket_group.tolist() == [0, 0, 1, 1, 1, 2]
-    assert plan.group_vbytes.tolist() == [200, 9_200, 100]
-    assert S.plan_shards(vbytes, np.ones(6), 10_000).bucket_group.tolist() == [0] * 6
-    with pytest.raises(ValueError, match="breaks"):
-        S.plan_shards(vbytes, np.ones(6), 10_000, breaks[:2])
 
 
 def test_empty_plan() -> None:
@@ -449,3 +438,129 @@ def test_jsonl_samples_span_batches(tmp_path: Path) -> None:
         shards.append((out / S.shard_name("shard", 0)).read_bytes())
     assert shards[0] == shards[1]
     _assert_jsonl_samples(tmp_path / "split" / S.shard_name("shard", 0), lines, firsts=(0, 4, 8))
+
+
+# --------------------------------------------------------------------------- units (input order)
+
+
+def test_cut_shards_closes_a_shard_before_it_would_overflow() -> None:
+    shard, fill = S.cut_shards(np.array([4, 4, 3, 5, 1, 9]), 0, 10)
+    assert shard.tolist() == [0, 0, 1, 1, 1, 2] and fill == 9
+    # an open shard that cannot take the first document is closed first
+    shard, fill = S.cut_shards(np.array([5, 5]), 7, 10)
+    assert shard.tolist() == [1, 1] and fill == 10
+    # a document over the whole capacity goes alone rather than looping
+    assert S.cut_shards(np.array([3, 30, 3]), 0, 10)[0].tolist() == [0, 1, 2]
+    assert S.cut_shards(np.array([], dtype=np.int64), 4, 10)[0].tolist() == []
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cut_shards_in_pieces_equals_one_cut(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    capacity = 1000
+    sizes = rng.integers(1, capacity // 2 + 1, size=500)
+    whole, _ = S.cut_shards(sizes, 0, capacity)
+    pieces, fill, offset = [], 0, 0
+    for chunk in np.array_split(sizes, rng.integers(1, 40)):
+        shard, fill = S.cut_shards(chunk, fill, capacity)
+        pieces.append(shard + offset)
+        offset = int(pieces[-1][-1]) if len(chunk) else offset
+    assert np.concatenate(pieces).tolist() == whole.tolist()
+    totals = np.bincount(whole, weights=sizes)
+    # every shard stays within the capacity, and all but the last are more than half full
+    assert totals.max() <= capacity and (totals[:-1] > capacity / 2).all()
+
+
+def _input_file(tmp_path: Path, n: int, nulls: bool = False) -> tuple[Path, list[str]]:
+    import pyarrow.parquet as pq
+
+    texts = [None if nulls and i % 9 == 0 else f"text {i} " * (1 + i % 13) for i in range(n)]
+    path = tmp_path / "in dir" / "part-0.parquet"  # a space: file URIs are percent-encoded
+    path.parent.mkdir(exist_ok=True)
+    pq.write_table(
+        pa.table({"doc_id": [f"d.{i}" for i in range(n)], "text": texts}), path, row_group_size=50
+    )
+    return path, [t or "" for t in texts]
+
+
+def _unit_batches(
+    path: Path, n: int, per_batch: int, start: int = 0, fail_after: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    for lo in range(start, n, per_batch):
+        hi = min(n, lo + per_batch)
+        if fail_after is not None and hi > fail_after:
+            raise RuntimeError("task killed")
+        yield pa.RecordBatch.from_pydict(
+            {
+                "_file": [path.as_uri()] * (hi - lo),
+                "_row": pa.array(range(lo, hi), pa.int64()),
+                "doc_id": [f"d.{i}" for i in range(lo, hi)],
+                "_json": pa.array(
+                    [json.dumps({"doc_id": f"d.{i}"}).encode() for i in range(lo, hi)]
+                ),
+            }
+        )
+
+
+def _unit_out(tmp_path: Path, name: str) -> Path:
+    out = _out(tmp_path, name)
+    (out / S.PARTS_DIR).mkdir()
+    return out
+
+
+def _unit_spec(out: Path, path: Path, skip: frozenset[tuple[int, int]] = frozenset()) -> Any:
+    return S.UnitWriteSpec(str(out), 1, False, "fp", "doc_id", 4096, files=(str(path),), skip=skip)
+
+
+def test_unit_writer_reads_the_text_from_the_file(tmp_path: Path) -> None:
+    path, texts = _input_file(tmp_path, 230, nulls=True)
+    out = _unit_out(tmp_path, "u")
+    rows = _rows(S.write_unit_parts(_unit_batches(path, 230, 37), _unit_spec(out, path)))
+    assert rows == [{"unit": 0, "parts": rows[0]["parts"], "docs": 230}] and rows[0]["parts"] > 3
+    marker = json.loads(S.unit_marker(out, 0).read_text())
+    assert marker == {"unit": 0, "parts": rows[0]["parts"], "docs": 230, "fingerprint": "fp"}
+    got = []
+    for part in range(rows[0]["parts"]):
+        files = S.part_files(out, 0, part)
+        stats = json.loads(files.stats.read_text())
+        assert stats["sha256"] == S.file_sha256(str(files.tar))[1] and stats["shard"] == part
+        assert files.tar.stat().st_size <= 4096 + 2 * S.BLOCK + S.RECORD
+        for sample in S.read_samples(open(files.tar, "rb"), files.tar.name):  # noqa: SIM115
+            got.append((json.loads(sample["json"])["doc_id"], sample["txt"].decode()))
+    assert got == [(f"d.{i}", t) for i, t in enumerate(texts)]
+
+
+def test_unit_writer_refuses_rows_out_of_step_with_the_file(tmp_path: Path) -> None:
+    path, _ = _input_file(tmp_path, 100)
+    out = _unit_out(tmp_path, "u")
+    with pytest.raises(ValueError, match="out of row order"):
+        _rows(S.write_unit_parts(_unit_batches(path, 100, 30, start=30), _unit_spec(out, path)))
+    with pytest.raises(ValueError, match="more rows than Spark read"):
+        _rows(S.write_unit_parts(_unit_batches(path, 90, 30), _unit_spec(out, path)))
+    with pytest.raises(ValueError, match="fewer rows"):
+        _rows(S.write_unit_parts(_unit_batches(path, 130, 30), _unit_spec(out, path)))
+    assert not S.unit_marker(out, 0).exists()
+
+
+def test_a_unit_killed_mid_part_is_finished_by_writing_only_the_missing_parts(
+    tmp_path: Path,
+) -> None:
+    path, _ = _input_file(tmp_path, 230)
+    whole = _unit_out(tmp_path, "whole")
+    parts = _rows(S.write_unit_parts(_unit_batches(path, 230, 37), _unit_spec(whole, path)))
+    out = _unit_out(tmp_path, "crashed")
+    with pytest.raises(RuntimeError, match="killed"):
+        _rows(
+            S.write_unit_parts(_unit_batches(path, 230, 37, fail_after=150), _unit_spec(out, path))
+        )
+    committed = {int(p.stem.split("-")[1]) for p in (out / S.PARTS_DIR).glob("u*-*.json")}
+    assert committed and not S.unit_marker(out, 0).exists()
+    assert list((out / S.TMP_DIR).iterdir()) == []
+    skip = frozenset((0, j) for j in committed)
+    before = {j: S.part_files(out, 0, j).tar.stat().st_mtime_ns for j in committed}
+    _rows(S.write_unit_parts(_unit_batches(path, 230, 37), _unit_spec(out, path, skip)))
+    for j in range(parts[0]["parts"]):
+        a, b = S.part_files(out, 0, j), S.part_files(whole, 0, j)
+        assert a.tar.read_bytes() == b.tar.read_bytes()
+        if j in before:
+            assert a.tar.stat().st_mtime_ns == before[j]
