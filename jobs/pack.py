@@ -3,18 +3,14 @@
     corpusclean pack --input CLEAN_DIR --output SHARD_DIR [--overwrite] [--set shard.KEY=VALUE]
     corpusclean pack --verify SHARD_DIR
 
-With `shard.shuffle` on (the default), two Spark passes, none of which brings a document to
-the driver:
-
-1. plan: per-bucket totals of each document's tar bytes (at most 65,536 small rows) are
-   collected and packed into groups and numbered shards (`corpusclean.pipelines.shards`);
-2. write: one shuffle brings every group whole into one task (consecutive groups share a task),
-   sorted in shard order; the task writes its shards under temporary names, renames each on
-   close and writes its stats file last.
-
-In input order (`shard.shuffle=false`) one pass: each input file is one task, which reads the
-file's text itself, cuts its shards as it goes and commits them as numbered parts of the file
-under `_parts/`; the driver then numbers the parts of all files in order and renames them.
+One Spark pass, which brings no document to the driver. The shard order is cut into units, each
+written whole by one task: ranges of a seeded hash of the doc_id with `shard.shuffle` on (the
+default; one shuffle brings each range to its task, sorted by hash), or the input files in
+input order (each file is one scan task that reads its own text; no shuffle). A task cuts its
+units into shards as it goes, a shard closing when the next document would not fit, and
+commits each shard as a numbered part of its unit under `_parts/`: written under a temporary
+name, renamed on close, its stats file last, then a marker once the unit is complete. The
+driver then numbers the parts of all units in unit order and renames them into place.
 
 The driver then writes index.json (wids shard-index form) from the stats files, atomically and
 last. Shards go straight into SHARD_DIR rather than through `Publisher`'s staging swap, because
@@ -57,11 +53,20 @@ INDEX_KIND = "wids-shard-index-v1"
 # Part of every resume fingerprint: a change to the shard layout must not resume old shards.
 # 2: in input order, shards no longer span input files.
 # 3: in input order, each file is cut greedily as it is written (no plan pass).
-FORMAT_VERSION = 3
-# Shard bytes one write task takes at most when there are more groups than twice the cores:
+# 4: with shuffle on too, hash ranges are cut greedily as they are written (no plan pass).
+FORMAT_VERSION = 4
+# Shard bytes one write task takes at most when there are more units than twice the cores:
 # enough to amortise a task's fixed cost, little enough to balance the cores and bound a
 # task's sort (which spills beyond its memory share anyway).
 _TASK_BYTES = 1 << 30
+# Shards per hash range with shuffle on: each range's last shard may be less than half full,
+# so 4 keeps that slack to ~1/8 of a shard per shard on average.
+_UNIT_SHARDS = 4
+# At most this many hash ranges (a larger corpus gets larger ranges, not more).
+_MAX_UNITS = 1 << 16
+# Tar bytes per byte of Parquet input, for sizing the hash ranges only: text is stored about
+# 1.5-2x compressed, and each one-document sample adds ~1.5 KiB of headers and padding.
+_TAR_PER_PARQUET_BYTE = 2
 
 
 # --------------------------------------------------------------------------- config
@@ -219,51 +224,6 @@ def _check_committed(item: tuple[int, str, str]) -> tuple[int, bool]:
         return shard, False
 
 
-def committed_shards(
-    spark: Any, out: Path, config: ShardSection, n_shards: int, fp: str
-) -> set[int]:
-    """Shards a crashed run committed that still match their checksum; removes everything else.
-
-    Removed: temporary files, shards without a stats file (killed after the rename), stats of
-    another run, and shards whose size or checksum no longer match. Checksums are computed by
-    Spark tasks, since a resumed corpus can be most of the output.
-    """
-    for tmp in (out / S.TMP_DIR).iterdir():
-        tmp.unlink()
-    candidates: dict[int, tuple[str, str]] = {}
-    for stats_file in sorted((out / S.STATS_DIR).glob("*.json")):
-        try:
-            stats = json.loads(stats_file.read_text("utf-8"))
-            shard = int(stats["shard"])
-            tar = out / S.shard_name(config.prefix, shard)
-            ok = (
-                stats.get("fingerprint") == fp
-                and shard < n_shards
-                and stats_file.name == S.stats_name(config.prefix, shard)
-                and tar.is_file()
-                and tar.stat().st_size == int(stats["filesize"])
-                and (not config.dali_index or (out / S.dali_name(config.prefix, shard)).is_file())
-            )
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            ok = False
-        if ok:
-            candidates[shard] = (str(tar), str(stats["sha256"]))
-        else:
-            stats_file.unlink()
-    items = [(s, p, h) for s, (p, h) in sorted(candidates.items())]
-    for shard, _, _ in _changed_files(spark, items):
-        warn(JOB, f"{S.shard_name(config.prefix, shard)} changed since it was committed")
-        (out / S.STATS_DIR / S.stats_name(config.prefix, shard)).unlink()
-        del candidates[shard]
-    keep = {S.shard_name(config.prefix, s) for s in candidates}
-    keep |= {S.dali_name(config.prefix, s) for s in candidates}
-    pattern = re.compile(rf"^{re.escape(config.prefix)}-\d{{6}}\.(tar|idx)$")
-    for path in out.iterdir():
-        if pattern.match(path.name) and path.name not in keep:
-            path.unlink()
-    return set(candidates)
-
-
 # --------------------------------------------------------------------------- the job
 
 
@@ -320,17 +280,11 @@ def pack(
     seconds: dict[str, float] = {}
     if source.files:
         spark = build_session("corpusclean-pack", config.spark)
-        if shard_cfg.shuffle:
-            n_shards, docs, written, seconds = _pack_shuffled(
-                spark, source, out, config, fp, resume
-            )
-        else:
-            with _session_conf(spark, _whole_file_scan(source)):
-                n_shards, docs, written, seconds = _pack_units(
-                    spark, source, out, config, fp, resume
-                )
+        scan_conf = {} if shard_cfg.shuffle else _whole_file_scan(source)
+        with _session_conf(spark, scan_conf):
+            n_shards, docs, written, seconds = _pack_units(spark, source, out, config, fp, resume)
     elif resume:
-        committed_shards(None, out, shard_cfg, 0, fp)
+        committed_parts(None, out, fp, 0, shard_cfg.dali_index)
 
     index = build_index(out, source, config, n_shards, docs, fp)
     total = index["totals"]
@@ -372,119 +326,180 @@ def _session_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-def _pack_shuffled(
-    spark: Any, source: CleanSource, out: Path, config: PackConfig, fp: str, resume: bool
-) -> tuple[int, int, int, dict[str, float]]:
-    """Plan and write shuffled shards; returns (shards, docs, shards written, seconds)."""
-    shard_cfg = config.shard
-    target = S.planning_target(shard_cfg.target_bytes)
-    seconds: dict[str, float] = {}
-    raw = spark.read.parquet(str(source.data))
-    _check_columns(raw.schema, config)
-    columns = list(raw.columns)
-    df = S.add_shuffle_order(raw, config.columns.id, shard_cfg.seed)
-    keys = ["_bucket"]
-    df = S.add_shard_payload(df, columns, config.columns.text, shard_cfg.docs_per_sample, target)
-    timer = Timer()
-    with timer():
-        buckets = S.sort_buckets(S.summarize_buckets(df, keys).toArrow(), keys)
-        plan = S.plan_shards(
-            buckets.column("vbytes").to_numpy(), buckets.column("docs").to_numpy(), target
-        )
-    total_bytes = int(buckets.column("bytes").to_numpy().sum()) if buckets.num_rows else 0
-    docs = int(plan.group_docs.sum())
-    info(
-        JOB,
-        f"plan: {fmt_rows(docs)} docs, ~{total_bytes / 1e6:,.1f} MB of samples -> "
-        f"{plan.n_shards:,} shards in {plan.n_groups:,} groups ({timer.seconds:.1f}s)",
-    )
-    seconds["plan"] = timer.seconds
-    done = committed_shards(spark, out, shard_cfg, plan.n_shards, fp) if resume else set()
-    if resume:
-        info(JOB, f"resume: {len(done):,} of {plan.n_shards:,} shards already committed")
-    with timer():
-        written = _write(spark, df, buckets, keys, plan, done, out, config, fp)
-    seconds["write"] = timer.seconds
-    info(JOB, f"write: {written:,} shards written ({timer.seconds:.1f}s)")
-    return plan.n_shards, docs, written, seconds
+def shuffle_units(source: CleanSource, target_bytes: int) -> int:
+    """How many hash ranges ("units") the shuffled shard order is cut into, from the input.
+
+    A unit is written whole by one task, its last shard the only one that may be less than
+    half full, so units of about `_UNIT_SHARDS` shards keep that slack small while leaving
+    enough tasks to spread. The count must not depend on the cluster (it decides the bytes),
+    so it comes from the input's file sizes, times the usual tar-over-Parquet growth of text.
+    """
+    estimate = _estimated_bytes(source)
+    return int(min(_MAX_UNITS, max(1, -(-estimate // (_UNIT_SHARDS * target_bytes)))))
+
+
+def _estimated_bytes(source: CleanSource) -> int:
+    """The shards' bytes as the input's file sizes predict them (bench/pack.py: ~1.9x)."""
+    return sum(size for _, size in source.files) * _TAR_PER_PARQUET_BYTE
 
 
 def _pack_units(
     spark: Any, source: CleanSource, out: Path, config: PackConfig, fp: str, resume: bool
 ) -> tuple[int, int, int, dict[str, float]]:
-    """Input order in one pass; returns (shards, docs, shards written, seconds).
+    """Write every unit's shards in one Spark pass; returns (shards, docs, written, seconds).
 
-    Each input file is a unit that one task writes whole: Spark scans the file's metadata
-    columns (`_json`, or the `_line` of several docs per sample) and the task reads the text
-    itself with pyarrow, row-aligned, since a plain Parquet read is several times cheaper than
-    bringing the text through Spark's rows and Arrow batches (bench/pack.py). The task cuts
-    shards greedily as it goes and commits them as numbered parts of its unit; the driver
-    then numbers all parts in file order and renames them (`number_parts`).
+    A unit is a stretch of the shard order that one task writes whole, cutting shards as it
+    goes and committing them as numbered parts of the unit; the driver then numbers all parts
+    in unit order and renames them (`number_parts`).
+
+    * Shuffle on: units are ranges of a seeded hash of the doc_id. One shuffle brings each
+      unit to one task (consecutive units share a task), sorted by hash.
+    * Input order: each input file is a unit and one scan task (`_whole_file_scan`). Spark
+      reads only the metadata columns (`_json`, or the `_line` of several docs per sample),
+      and the task reads the text itself with pyarrow, row-aligned, since a plain Parquet
+      read is several times cheaper than bringing the text through Spark rows and Arrow
+      batches (bench/pack.py). No exchange at all.
     """
     shard_cfg = config.shard
     target = S.planning_target(shard_cfg.target_bytes)
+    k = shard_cfg.docs_per_sample
     seconds: dict[str, float] = {}
     paths = [str(source.data / rel) for rel, _ in source.files]
     everything = spark.read.parquet(str(source.data))
     _check_columns(everything.schema, config)
     columns = list(everything.columns)
+    n_units = shuffle_units(source, target) if shard_cfg.shuffle else len(paths)
     timer = Timer()
-    with timer():
-        rows = everything.count()  # Parquet footers only
-    done, skip = committed_parts(spark, out, fp, len(paths)) if resume else (set(), set())
+    rows = _input_rows(paths)
+    done, skip = (
+        committed_parts(spark, out, fp, n_units, shard_cfg.dali_index) if resume else (set(), set())
+    )
     if resume:
-        info(JOB, f"resume: {len(done):,} of {len(paths):,} input files already packed")
-    todo = [p for u, p in enumerate(paths) if u not in done]
+        what = "hash ranges" if shard_cfg.shuffle else "input files"
+        info(JOB, f"resume: {len(done):,} of {n_units:,} {what} already packed")
+    todo = [u for u in range(n_units) if u not in done]
+    spec = S.UnitWriteSpec(
+        output_dir=str(out),
+        docs_per_sample=k,
+        dali_index=shard_cfg.dali_index,
+        fingerprint=fp,
+        id_col=config.columns.id,
+        capacity=target,
+        files=() if shard_cfg.shuffle else tuple(os.path.realpath(p) for p in paths),
+        text_col=config.columns.text,
+        skip=frozenset(skip),
+    )
     written = 0
     with timer():
         if todo:
-            raw = spark.read.option("basePath", str(source.data)).parquet(*todo)
-            # Planning only (no job): the scan's tasks, one per file under `_whole_file_scan`.
-            if raw.rdd.getNumPartitions() != len(todo):
-                raise CorpusCleanError(
-                    "input order needs each input file whole in one Spark task, but the scan "
-                    f"has {raw.rdd.getNumPartitions()} tasks for {len(todo)} files; check the "
-                    "spark.sql.files.* settings"
+            if shard_cfg.shuffle:
+                estimate = _estimated_bytes(source) * len(todo) // n_units
+                df, tasks = _shuffled_units(
+                    spark, everything, columns, config, n_units, todo, estimate
                 )
-            scan = raw.select(
-                "*",
-                raw["_metadata.file_path"].alias("_file"),
-                raw["_metadata.row_index"].alias("_row"),
-            )
-            k = shard_cfg.docs_per_sample
-            df = S.add_shard_payload(scan, columns, config.columns.text, k, target)
-            payload = ["_json"] if k == 1 else ["_line"]
-            spec = S.UnitWriteSpec(
-                output_dir=str(out),
-                docs_per_sample=k,
-                dali_index=shard_cfg.dali_index,
-                fingerprint=fp,
-                id_col=config.columns.id,
-                capacity=target,
-                files=tuple(os.path.realpath(p) for p in paths),
-                text_col=config.columns.text,
-                skip=frozenset(skip),
-            )
-            tasks = df.select("_file", "_row", config.columns.id, *payload).mapInArrow(
-                partial(S.write_unit_parts, spec=spec), S.UNIT_RESULT_SCHEMA
-            )
+            else:
+                files = [paths[u] for u in todo]
+                scan = everything if len(files) == len(paths) else None
+                df, tasks = _file_units(spark, source, columns, config, files, scan)
+            results = df.mapInArrow(partial(S.write_unit_parts, spec=spec), S.UNIT_RESULT_SCHEMA)
             try:
-                results = tasks.collect()
+                written = sum(int(r["parts"]) for r in results.collect())
             except Exception as exc:
                 raise _spark_failure(exc) from exc
-            written = sum(int(r["parts"]) for r in results) - len(
-                [u for u, _ in skip if u not in done]
-            )
-        n_shards, docs = number_parts(out, shard_cfg.prefix, fp, len(paths))
+            written -= len([u for u, _ in skip if u not in done])
+        n_shards, docs = number_parts(out, shard_cfg.prefix, fp, n_units)
     seconds["write"] = timer.seconds
     if docs != rows:
         raise CorpusCleanError(f"the shards hold {docs} docs but the input has {rows} rows")
+    how = (
+        (
+            f"{n_units:,} hash ranges in {tasks:,} tasks"
+            if shard_cfg.shuffle
+            else f"{len(paths):,} files, one task per file"
+        )
+        if todo
+        else "nothing left to write"
+    )
     info(
         JOB,
-        f"write: {fmt_rows(docs)} docs of {len(paths):,} files -> {n_shards:,} shards, "
-        f"{written:,} written, one task per file ({timer.seconds:.1f}s)",
+        f"write: {fmt_rows(docs)} docs -> {n_shards:,} shards ({written:,} written; {how}) "
+        f"({timer.seconds:.1f}s)",
     )
     return n_shards, docs, written, seconds
+
+
+def _shuffled_units(
+    spark: Any,
+    raw: Any,
+    columns: list[str],
+    config: PackConfig,
+    n_units: int,
+    todo: list[int],
+    unit_bytes: int,
+) -> tuple[Any, int]:
+    """The shuffled write input: units `todo` of `n_units` hash ranges (about `unit_bytes` of
+    samples in all), each whole in one task in hash order; returns (DataFrame, tasks)."""
+    import pyarrow as pa
+    import pyspark.sql.functions as F
+
+    shard_cfg = config.shard
+    n_tasks = write_task_count(len(todo), unit_bytes, spark.sparkContext.defaultParallelism)
+    task_of = np.arange(len(todo)) * n_tasks // len(todo)
+    lookup = pa.table(
+        {
+            "_unit": pa.array(todo, pa.int64()),
+            "_pkey": pa.array(S.partition_keys(n_tasks)[task_of], pa.int32()),
+        }
+    )
+    df = S.add_shuffle_order(raw, config.columns.id, shard_cfg.seed)
+    df = S.add_unit(df, n_units)
+    df = S.add_shard_payload(df, columns, config.columns.text, shard_cfg.docs_per_sample)
+    payload = ["_txt", "_json"] if shard_cfg.docs_per_sample == 1 else ["_line"]
+    staged = (
+        df.join(F.broadcast(spark.createDataFrame(lookup)), on="_unit", how="inner")
+        .repartition(n_tasks, "_pkey")
+        .sortWithinPartitions("_unit", "_h", config.columns.id)
+        .select("_unit", config.columns.id, *payload)
+    )
+    return staged, n_tasks
+
+
+def _file_units(
+    spark: Any,
+    source: CleanSource,
+    columns: list[str],
+    config: PackConfig,
+    todo: list[str],
+    scan_all: Any = None,
+) -> tuple[Any, int]:
+    """The input-order write input: files `todo`, each one scan task; returns (DataFrame,
+    number of tasks). `scan_all`, a read of all the input, is reused when `todo` is all."""
+    raw = scan_all
+    if raw is None:
+        raw = spark.read.option("basePath", str(source.data)).parquet(*todo)
+    # Planning only (no job): the scan's tasks, one per file under `_whole_file_scan`.
+    if raw.rdd.getNumPartitions() != len(todo):
+        raise CorpusCleanError(
+            "input order needs each input file whole in one Spark task, but the scan has "
+            f"{raw.rdd.getNumPartitions()} tasks for {len(todo)} files; check the "
+            "spark.sql.files.* settings"
+        )
+    scan = raw.select(
+        "*", raw["_metadata.file_path"].alias("_file"), raw["_metadata.row_index"].alias("_row")
+    )
+    k = config.shard.docs_per_sample
+    df = S.add_shard_payload(scan, columns, config.columns.text, k)
+    payload = ["_json"] if k == 1 else ["_line"]
+    return df.select("_file", "_row", config.columns.id, *payload), len(todo)
+
+
+def _input_rows(paths: list[str]) -> int:
+    """Rows of the input files, from their Parquet footers (read in parallel: on a shared
+    filesystem each is a round trip)."""
+    import pyarrow.parquet as pq
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return sum(pool.map(lambda p: pq.read_metadata(p).num_rows, paths))
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
@@ -496,11 +511,11 @@ def _load_json(path: Path) -> dict[str, Any] | None:
 
 
 def committed_parts(
-    spark: Any, out: Path, fp: str, n_units: int
+    spark: Any, out: Path, fp: str, n_units: int, dali: bool
 ) -> tuple[set[int], set[tuple[int, int]]]:
-    """What an unfinished input-order pack already holds: (finished units, committed parts).
+    """What an unfinished pack already holds: (finished units, committed parts).
 
-    A unit (input file) is finished when its marker is there and all its committed parts
+    A unit is finished when its marker is there and all its committed parts
     still match their checksum; committed parts of unfinished units are kept and not written
     again. Removed: temporary files, parts without a stats file, stats and markers of another
     run. Shards the driver had already numbered are checked too; one that changed cannot be
@@ -530,6 +545,7 @@ def committed_parts(
             and key[0] < n_units
             and files.tar.is_file()
             and files.tar.stat().st_size == stats.get("filesize")
+            and (not dali or files.dali.is_file())
         ):
             candidates[key] = (str(files.tar), str(stats.get("sha256")))
         else:
@@ -634,85 +650,22 @@ def _check_columns(schema: Any, config: PackConfig) -> None:
         raise InputError("columns.id and columns.text name the same column")
 
 
-def write_task_count(groups: int, group_bytes: int, parallelism: int) -> int:
-    """Tasks the write pass spreads `groups` shard groups of `group_bytes` in all over.
+def shuffle_tasks(source: CleanSource, target_bytes: int, parallelism: int) -> int:
+    """Tasks a whole shuffled pack of `source` writes in (bench/pack.py gives its shuffled
+    rewrite as many)."""
+    units = shuffle_units(source, S.planning_target(target_bytes))
+    return write_task_count(units, _estimated_bytes(source), parallelism)
 
-    Consecutive groups share a task: every Python task costs a fixed worker round trip
+
+def write_task_count(units: int, unit_bytes: int, parallelism: int) -> int:
+    """Tasks the shuffled write spreads `units` hash ranges of `unit_bytes` in all over.
+
+    Consecutive units share a task: every Python task costs a fixed worker round trip
     (bench/python_tasks.py: ~70 ms of a core here with corpusclean's zipimport fix, ~230 ms
-    without), while a task per group would buy nothing once every core has two. Which task a
-    group goes to changes no byte of the output.
+    without), while a task per unit would buy nothing once every core has two. Which task a
+    unit goes to changes no byte of the output.
     """
-    return min(groups, max(2 * parallelism, -(-group_bytes // _TASK_BYTES)))
-
-
-def _write(
-    spark: Any,
-    df: Any,
-    buckets: Any,
-    keys: list[str],
-    plan: S.ShardPlan,
-    done: set[int],
-    out: Path,
-    config: PackConfig,
-    fp: str,
-) -> int:
-    """Run the write pass for the groups that still miss a shard; returns shards written.
-
-    Every group must reach one task whole, in shard order: one shuffle does that, consecutive
-    groups sharing a task.
-    """
-    import pyarrow as pa
-    import pyspark.sql.functions as F
-
-    needed = [g for g in range(plan.n_groups) if not set(plan.shards_of(g)) <= done]
-    if not needed:
-        return 0
-    needed_bytes = int(plan.group_vbytes[needed].sum())
-    n_tasks = write_task_count(len(needed), needed_bytes, spark.sparkContext.defaultParallelism)
-    task_of_group = np.full(plan.n_groups, -1, dtype=np.int64)
-    task_of_group[needed] = np.arange(len(needed)) * n_tasks // len(needed)
-    pkeys = S.partition_keys(n_tasks)
-    bucket_task = task_of_group[plan.bucket_group]
-    rows = np.flatnonzero(bucket_task >= 0)
-    groups = plan.bucket_group[rows]
-    lookup = (
-        buckets.select(keys)
-        .take(pa.array(rows))
-        .append_column("_group", pa.array(groups, pa.int64()))
-    )
-    for name, values, kind in (
-        # The bucket's place in shard order: sorting on it spares comparing file paths.
-        ("_ord", rows, pa.int64()),
-        ("_pkey", pkeys[bucket_task[rows]], pa.int32()),
-        ("_base", plan.group_base[groups], pa.int64()),
-        ("_nshards", plan.group_shards[groups], pa.int64()),
-        ("_gvbytes", plan.group_vbytes[groups], pa.int64()),
-    ):
-        lookup = lookup.append_column(name, pa.array(values, kind))
-    shard_cfg = config.shard
-    spec = S.ShardWriteSpec(
-        output_dir=str(out),
-        prefix=shard_cfg.prefix,
-        docs_per_sample=shard_cfg.docs_per_sample,
-        dali_index=shard_cfg.dali_index,
-        fingerprint=fp,
-        id_col=config.columns.id,
-        skip=frozenset(done),
-    )
-    order = ["_group", "_ord", "_h", config.columns.id]
-    payload = ["_txt", "_json"] if shard_cfg.docs_per_sample == 1 else ["_line"]
-    cols = ["_group", "_base", "_nshards", "_gvbytes", "_vsize", config.columns.id, *payload]
-    joined = df.join(F.broadcast(spark.createDataFrame(lookup)), on=keys, how="inner")
-    tasks = (
-        joined.repartition(n_tasks, "_pkey")
-        .sortWithinPartitions(*order)
-        .select(*cols)
-        .mapInArrow(partial(S.write_partition_shards, spec=spec), S.RESULT_SCHEMA)
-    )
-    try:
-        return len(tasks.collect())
-    except Exception as exc:
-        raise _spark_failure(exc) from exc
+    return max(1, min(units, max(2 * parallelism, -(-unit_bytes // _TASK_BYTES))))
 
 
 def build_index(
@@ -747,7 +700,7 @@ def build_index(
         )
     docs = sum(e["ndocs"] for e in entries)
     if docs != planned:
-        raise CorpusCleanError(f"the shards hold {docs} docs but the plan counted {planned}")
+        raise CorpusCleanError(f"the shards hold {docs} docs but their units hold {planned}")
     members = ["json", "txt"] if config.shard.docs_per_sample == 1 else ["jsonl"]
     index = {
         "__kind__": INDEX_KIND,

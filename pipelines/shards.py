@@ -1,24 +1,22 @@
-"""WebDataset shards: sample payloads, shard assignment, and the per-partition tar writer.
+"""WebDataset shards: sample payloads, the shard order, and the tar writer that cuts shards.
 
 The packing has three parts, each usable and testable on its own:
 
-* Spark steps that add what a document costs in a shard (`add_shard_payload`), where it goes in
-  the shuffled shard order (`add_shuffle_order`), and the per-bucket totals the driver plans
-  with (`summarize_buckets`). A bucket is the top 16 bits of a seeded hash of the doc_id.
-* Pure planning (`plan_shards`, `assign_shard_ids`): buckets are packed greedily into groups of
-  at most `target_bytes`; a group that is one oversized bucket is cut evenly into several
-  shards. Shard numbers follow from the bucket totals alone, so they are fixed before any
-  document moves and never depend on partitioning.
-* The writers, run by `mapInArrow`: `write_partition_shards` on partitions that each hold
-  whole groups sorted in shard order, and `write_unit_parts` for input order, where a task
-  writes whole input files ("units"), reads their text itself and cuts shards as it goes
-  (`cut_shards`) into parts the driver numbers afterwards. Both write deterministic ustar
-  members, rename a finished shard into place and then write its small stats file, the
-  shard's commit marker.
+* Spark steps that add the bytes a document contributes to a shard (`add_shard_payload`) and,
+  with shuffle on, its place in the shard order (`add_shuffle_order`: a seeded hash of the
+  doc_id) and its unit (`add_unit`: one of equal ranges of that hash).
+* The greedy cut (`cut_shards`): a shard closes when the next document would take it over the
+  target, so shard boundaries follow from the documents of one unit alone.
+* The writer (`write_unit_parts`), run by `mapInArrow` on partitions that each hold whole
+  units in shard order. A unit is a hash range (shuffle on) or one input file, whose text the
+  task then reads itself (input order). The task writes deterministic ustar members, cuts its
+  unit into parts as it goes, renames each finished part into place and then writes its
+  small stats file, the part's commit marker, and at the end a marker for the whole unit.
+  The driver numbers the parts of all units in order (`corpusclean.jobs.pack`).
 
-Sizes are "virtual": a sample counts its exact tar bytes (512-byte header plus data padded to
-512), capped at half the target. The cap makes the even cut of an oversized group gap-free:
-no single document can step over a whole shard, so a group planned as n shards yields exactly n.
+Sizes are "virtual" for cutting: a sample counts its exact tar bytes (512-byte header plus
+data padded to 512), capped at half the target. With the cap, every shard but a unit's last is
+more than half full, and only a sample over half the target can take a shard over it.
 """
 
 from __future__ import annotations
@@ -39,11 +37,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyspark.sql.functions as F
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does
-BUCKET_BITS = 16
 MAX_MEMBER_NAME = 100  # ustar name field; longer names would need PAX headers
 KEY_PREFIX_CHARS = 48
 ARCHIVE_MTIME = 0
@@ -134,10 +131,6 @@ def planning_target(target_bytes: int) -> int:
     return max(BLOCK, (target_bytes // RECORD) * RECORD - 2 * BLOCK)
 
 
-def _padded(col: Column) -> Column:
-    return ((col.cast("long") + F.lit(BLOCK - 1)) / F.lit(BLOCK)).cast("long") * F.lit(BLOCK)
-
-
 def _header_template() -> tuple[bytes, int]:
     info = tarfile.TarInfo("x")
     info.size = 0
@@ -207,158 +200,43 @@ def ustar_headers(keys: pa.Array, ext: str, sizes: np.ndarray) -> np.ndarray:
 
 
 def add_shard_payload(
-    df: DataFrame,
-    columns: Sequence[str],
-    text_col: str,
-    docs_per_sample: int,
-    target_bytes: int,
+    df: DataFrame, columns: Sequence[str], text_col: str, docs_per_sample: int
 ) -> DataFrame:
-    """Add the bytes each document contributes to a shard and its size there.
+    """Add the bytes each document contributes to a shard.
 
     Reads `columns` (the documents' own columns, `text_col` among them). With one document
-    per sample adds `_txt` (the text, UTF-8) and `_json` (all other columns, the doc_id
-    included, as one JSON object); with several adds `_line` (all columns as one JSON line).
-    Adds `_size` (exact tar bytes of the sample for one document per sample, an estimate
-    sharing the member overhead otherwise) and `_vsize` (`_size` capped at half of
-    `target_bytes`, the unit shards are cut by; pass the `planning_target`).
+    per sample adds `_txt` (the text, UTF-8; a null text is empty) and `_json` (all other
+    columns, the doc_id included, as one JSON object); with several adds `_line` (all columns
+    as one JSON line). The writer measures the sample sizes on these bytes itself.
     """
     data_cols = list(columns)
-    # Sizes come from the string columns, not the binary copies: octet_length of a string is
-    # its stored UTF-8 length, so the plan pass never materialises the payload.
     text = F.coalesce(F.col(text_col), F.lit(""))
     if docs_per_sample == 1:
         meta = F.to_json(F.struct(*[F.col(c) for c in data_cols if c != text_col]), JSON_OPTIONS)
-        out = df.withColumns({"_txt": text.cast("binary"), "_json": meta.cast("binary")})
-        size = F.lit(2 * BLOCK) + _padded(F.octet_length(text)) + _padded(F.octet_length(meta))
-    else:
-        line = F.concat(
-            F.to_json(F.struct(*[F.col(c) for c in data_cols]), JSON_OPTIONS), F.lit("\n")
-        )
-        out = df.withColumn("_line", line.cast("binary"))
-        share = -(-_SAMPLE_OVERHEAD // docs_per_sample)
-        size = F.octet_length(line).cast("long") + F.lit(share)
-    cap = max(1, target_bytes // 2)
-    out = out.withColumn("_size", size.cast("long"))
-    return out.withColumn("_vsize", F.least(F.col("_size"), F.lit(cap).cast("long")))
+        return df.withColumns({"_txt": text.cast("binary"), "_json": meta.cast("binary")})
+    line = F.concat(F.to_json(F.struct(*[F.col(c) for c in data_cols]), JSON_OPTIONS), F.lit("\n"))
+    return df.withColumn("_line", line.cast("binary"))
 
 
 def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
-    """Add `_h`, a seeded xxhash64 of the doc_id, and `_bucket`, its top 16 bits (0..65535).
+    """Add `_h`, a seeded xxhash64 of the doc_id: the shuffled shard order is (`_h`, doc_id).
 
-    Reads `id_col`. Shard order is (`_bucket`, `_h`, doc_id): inside a bucket all hashes share
-    their sign, so this is the unsigned hash order and buckets are contiguous slices of it.
+    Reads `id_col`.
     """
-    h = F.xxhash64(F.lit(seed).cast("int"), F.col(id_col))
-    return df.withColumn("_h", h).withColumn(
-        "_bucket", F.shiftrightunsigned(F.col("_h"), 64 - BUCKET_BITS)
-    )
+    return df.withColumn("_h", F.xxhash64(F.lit(seed).cast("int"), F.col(id_col)))
 
 
-def summarize_buckets(df: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """One row per non-empty bucket: `docs`, `vbytes` (sum of `_vsize`), `bytes` (of `_size`).
+def add_unit(df: DataFrame, n_units: int) -> DataFrame:
+    """Add `_unit`, which of `n_units` equal ranges of the (unsigned) hash `_h` falls in.
 
-    Reads the bucket `keys` and `_vsize`, `_size`. The result is small (at most one row per
-    bucket) and unordered: `sort_buckets` puts the collected table in shard order, which spares
-    Spark a range-partitioned sort of a few thousand rows.
+    Reads `_h`. The ranges are contiguous, so unit order is hash order; from the top 32 bits
+    of the hash, which keeps the product within a long for up to 2**31 units.
     """
-    return df.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("docs"),
-        F.sum("_vsize").alias("vbytes"),
-        F.sum("_size").alias("bytes"),
-    )
+    top = F.shiftrightunsigned(F.col("_h"), 32)
+    return df.withColumn("_unit", F.shiftright(top * F.lit(n_units).cast("long"), 32))
 
 
-def sort_buckets(table: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """The collected bucket summary in shard order (ascending by the bucket keys)."""
-    return table.sort_by([(k, "ascending") for k in keys])
-
-
-# --------------------------------------------------------------------------- planning
-
-
-@dataclass(frozen=True)
-class ShardPlan:
-    """Buckets packed into groups (one Spark task each) and groups cut into numbered shards."""
-
-    bucket_group: np.ndarray  # group of each bucket, in shard order
-    group_base: np.ndarray  # first global shard number of each group
-    group_shards: np.ndarray  # number of shards of each group
-    group_vbytes: np.ndarray  # sum of virtual sizes of each group
-    group_docs: np.ndarray
-
-    @property
-    def n_groups(self) -> int:
-        """Number of groups (Spark tasks that write shards)."""
-        return len(self.group_base)
-
-    @property
-    def n_shards(self) -> int:
-        """Total number of shards."""
-        return int(self.group_shards.sum()) if self.n_groups else 0
-
-    def shards_of(self, group: int) -> range:
-        """The global shard numbers a group writes."""
-        base = int(self.group_base[group])
-        return range(base, base + int(self.group_shards[group]))
-
-
-def plan_shards(bucket_vbytes: np.ndarray, bucket_docs: np.ndarray, target_bytes: int) -> ShardPlan:
-    """Pack consecutive buckets into groups of at most `target_bytes` and number their shards.
-
-    A group closes before a bucket would push it over the target, so a group is one shard
-    unless it is a single bucket larger than the target, which is cut into
-    ceil(vbytes / target) even shards.
-    """
-    vbytes = np.asarray(bucket_vbytes, dtype=np.int64)
-    docs = np.asarray(bucket_docs, dtype=np.int64)
-    bucket_group = np.empty(len(vbytes), dtype=np.int64)
-    g_v: list[int] = []
-    g_d: list[int] = []
-    current_v = current_d = 0
-    group = -1
-    for i, (v, d) in enumerate(zip(vbytes.tolist(), docs.tolist(), strict=True)):
-        if group < 0 or current_v + v > target_bytes:
-            if group >= 0:
-                g_v.append(current_v)
-                g_d.append(current_d)
-            group += 1
-            current_v = current_d = 0
-        current_v += v
-        current_d += d
-        bucket_group[i] = group
-    if group >= 0:
-        g_v.append(current_v)
-        g_d.append(current_d)
-    group_vbytes = np.array(g_v, dtype=np.int64)
-    group_shards = np.maximum(1, -(-group_vbytes // target_bytes)).astype(np.int64)
-    group_base = np.concatenate([[0], np.cumsum(group_shards)[:-1]]).astype(np.int64)
-    if not len(group_vbytes):
-        group_base = np.zeros(0, dtype=np.int64)
-    return ShardPlan(bucket_group, group_base, group_shards, group_vbytes, np.array(g_d, np.int64))
-
-
-def assign_shard_ids(
-    vsizes: np.ndarray, start: int, group_vbytes: int, group_shards: int, group_base: int
-) -> tuple[np.ndarray, int]:
-    """Global shard numbers of consecutive documents of one group, and the offset after them.
-
-    A document goes to shard `base + floor(v * n / V)`, v being the group's virtual bytes before
-    it: an even cut into exactly n shards (each virtual size is at most V / n, see the module
-    docstring), numbered without gaps.
-    """
-    sizes = np.asarray(vsizes, dtype=np.int64)
-    ends = np.cumsum(sizes) + start
-    starts = ends - sizes
-    if group_shards == 1:
-        ids = np.full(len(sizes), group_base, dtype=np.int64)
-    elif group_vbytes * group_shards < 2**62:
-        ids = group_base + (starts * group_shards) // group_vbytes
-    else:  # products beyond int64: exact Python integers
-        ids = np.array(
-            [group_base + (int(s) * group_shards) // group_vbytes for s in starts], dtype=np.int64
-        )
-    end = int(ends[-1]) if len(sizes) else start
-    return ids, end
+# --------------------------------------------------------------------------- task placement
 
 
 def spark_hash_int(values: np.ndarray, seed: int = 42) -> np.ndarray:
@@ -383,9 +261,9 @@ def spark_hash_int(values: np.ndarray, seed: int = 42) -> np.ndarray:
 def partition_keys(n_partitions: int) -> np.ndarray:
     """For each partition p < n, an int32 key that `repartition(n, key)` sends to partition p.
 
-    Hash partitioning of the group numbers themselves would leave about a third of the tasks
-    empty and give others two or three groups; with these keys each task gets exactly the groups
-    it was given.
+    Hash partitioning of the task numbers themselves would leave about a third of the
+    partitions empty and give others two or three tasks; with these keys each partition gets
+    exactly the one task it was given.
     """
     keys = np.full(n_partitions, -1, dtype=np.int64)
     missing = n_partitions
@@ -529,7 +407,7 @@ class TarShardWriter:
         nulls; `ndocs` is the number of documents the samples hold (default: one each). Each
         chunk of samples becomes one buffer (headers from `ustar_headers`, then Arrow joins
         header, data and zero padding of every member in C++), written and hashed in one call:
-        the profiling run of `write_partition_shards` (50k documents of 2 KB) took 0.70 s with
+        the profiling run of the partition writer (50k documents of 2 KB) took 0.70 s with
         a header and a buffered write per piece, 0.29 s so, of which sha256 and the file write
         are 0.18 s.
         """
@@ -635,20 +513,6 @@ def write_text_atomic(path: Path, text: str, temp_dir: Path | None = None) -> No
     os.replace(tmp, path)
 
 
-@dataclass(frozen=True)
-class ShardWriteSpec:
-    """What a write task needs besides its documents."""
-
-    output_dir: str
-    prefix: str
-    docs_per_sample: int
-    dali_index: bool
-    fingerprint: str
-    id_col: str
-    skip: frozenset[int] = field(default_factory=frozenset)
-
-
-RESULT_SCHEMA = "shard int, nsamples long, ndocs long, filesize long, sha256 string"
 DUPLICATE_MARK = "corpusclean-duplicate-doc-id"
 
 
@@ -789,107 +653,6 @@ def _attempt_id() -> str:
     return f"t{ctx.taskAttemptId()}"
 
 
-def _result(stats: ShardStats) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {
-            "shard": pa.array([stats.shard], pa.int32()),
-            "nsamples": pa.array([stats.nsamples], pa.int64()),
-            "ndocs": pa.array([stats.ndocs], pa.int64()),
-            "filesize": pa.array([stats.filesize], pa.int64()),
-            "sha256": pa.array([stats.sha256], pa.string()),
-        }
-    )
-
-
-def write_partition_shards(
-    batches: Iterator[pa.RecordBatch], spec: ShardWriteSpec
-) -> Iterator[pa.RecordBatch]:
-    """`mapInArrow` body: write the shards of the groups in this partition; one row per shard.
-
-    Reads `_group`, `_base`, `_nshards`, `_gvbytes`, `_vsize`, the id column, and `_txt` +
-    `_json` (one document per sample) or `_line`. Rows must arrive sorted by group and then in
-    shard order, every group whole. Shards listed in `spec.skip` (already committed) are not
-    written again. Each run of a batch's documents that go to one shard is written at once; a
-    doc_id equal to the one before it, or a null one in a shard being written, fails the task
-    at that document, after the shards before it are committed.
-    """
-    attempt = _attempt_id()
-    out = Path(spec.output_dir)
-    payload_cols = ("_txt", "_json") if spec.docs_per_sample == 1 else ("_line",)
-    current: _Shard | None = None
-    current_id = -1
-    group = -1
-    offset = 0
-    previous_id: str | None = None
-    try:
-        for batch in batches:
-            n = batch.num_rows
-            if n == 0:
-                continue
-            groups = batch.column("_group").to_numpy(zero_copy_only=False)
-            vsizes = batch.column("_vsize").to_numpy(zero_copy_only=False)
-            bases = batch.column("_base").to_numpy(zero_copy_only=False)
-            nshards = batch.column("_nshards").to_numpy(zero_copy_only=False)
-            gvbytes = batch.column("_gvbytes").to_numpy(zero_copy_only=False)
-            ids = np.empty(n, dtype=np.int64)
-            # Runs of one group inside the batch: the virtual offset restarts at each new group.
-            cuts = np.flatnonzero(np.diff(groups)) + 1
-            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
-                if int(groups[lo]) != group:
-                    group = int(groups[lo])
-                    offset = 0
-                ids[lo:hi], offset = assign_shard_ids(
-                    vsizes[lo:hi], offset, int(gvbytes[lo]), int(nshards[lo]), int(bases[lo])
-                )
-            doc_ids = batch.column(spec.id_col)
-            payloads = [batch.column(c) for c in payload_cols]
-            nulls = doc_ids.is_null().to_numpy(zero_copy_only=False)
-            # A doc_id equal to the one before it; two nulls in a row count as equal too.
-            repeated = np.empty(n, dtype=bool)
-            first = doc_ids[0].as_py()
-            # A null first id is reported as null, not as a repeat of "no previous id".
-            repeated[0] = first is not None and first == previous_id
-            if n > 1:
-                same = pc.equal(doc_ids.slice(1), doc_ids.slice(0, n - 1)).fill_null(False)
-                repeated[1:] = same.to_numpy(zero_copy_only=False) | (nulls[1:] & nulls[:-1])
-            previous_id = doc_ids[n - 1].as_py()
-            cuts = np.flatnonzero(np.diff(ids)) + 1
-            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
-                shard = int(ids[lo])
-                if shard != current_id:
-                    if current is not None:
-                        yield _result(current.commit())
-                    current = (
-                        None
-                        if shard in spec.skip
-                        else _Shard(
-                            final_files(out, spec.prefix, shard),
-                            spec.docs_per_sample,
-                            spec.dali_index,
-                            spec.fingerprint,
-                            out / TMP_DIR,
-                            attempt,
-                        )
-                    )
-                    current_id = shard
-                bad = repeated[lo:hi] if current is None else repeated[lo:hi] | nulls[lo:hi]
-                if bad.any():
-                    row = lo + int(bad.argmax())
-                    if repeated[row]:
-                        raise ValueError(f"{DUPLICATE_MARK}: {doc_ids[row].as_py()!r}")
-                    raise ValueError("doc_id is null")
-                if current is not None:
-                    current.add(
-                        doc_ids.slice(lo, hi - lo), [p.slice(lo, hi - lo) for p in payloads]
-                    )
-        if current is not None:
-            yield _result(current.commit())
-            current = None
-    finally:
-        if current is not None:
-            current.writer.abort()
-
-
 # --------------------------------------------------------------------------- units
 
 
@@ -927,10 +690,11 @@ def cut_shards(vsizes: np.ndarray, fill: int, capacity: int) -> tuple[np.ndarray
 class UnitWriteSpec:
     """What a task writing whole units needs besides its documents.
 
-    A unit is a stretch of the shard order that one task writes whole: an input file in input
-    order. With `files` set, unit u is the Parquet file `files[u]` and the text is read from
-    it by the task itself (`text_col`), row-aligned with the `_row` numbers Spark sends; the
-    rest of the payload comes from Spark.
+    A unit is a stretch of the shard order that one task writes whole: a hash range (shuffle
+    on; its number comes in `_unit`) or an input file. With `files` set, unit u is the Parquet
+    file `files[u]` and, with one document per sample, the text is read from it by the task
+    itself (`text_col`), row-aligned with the `_row` numbers Spark sends; the rest of the
+    payload comes from Spark.
     """
 
     output_dir: str

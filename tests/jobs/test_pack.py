@@ -221,15 +221,21 @@ def test_input_order_writes_each_file_in_one_task(
     assert not (merged / "index.json").exists()
 
 
-def test_input_order_resumes_after_a_crash_in_writing_or_numbering(
+@pytest.mark.parametrize("shuffle", [False, True], ids=["input_order", "shuffle"])
+def test_resume_after_a_crash_in_writing_or_numbering(
     corpus: tuple[Path, pa.Table],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    shuffle: bool,
 ) -> None:
-    ordered = "shard.shuffle=false"
+    # three hash ranges, so that shuffle on has units to lose as input order has files
+    monkeypatch.setattr(pack_job, "shuffle_units", lambda source, target: 3)
+    units, what = (3, "hash ranges") if shuffle else (2, "input files")
+    mode = f"shard.shuffle={str(shuffle).lower()}"
+    config = pack_job.PackConfig(shard=pack_job.ShardSection(shuffle=shuffle, target_bytes=TARGET))
     whole = tmp_path / "whole"
-    assert pack(corpus[0], whole, ordered) == 0
+    assert pack(corpus[0], whole, mode) == 0
     # a crash after the write job: every unit written, nothing numbered yet
     out = tmp_path / "crashed"
 
@@ -239,13 +245,12 @@ def test_input_order_resumes_after_a_crash_in_writing_or_numbering(
     with monkeypatch.context() as m:
         m.setattr(pack_job, "number_parts", crash)
         with pytest.raises(RuntimeError):
-            pack_job.pack(str(corpus[0]), str(out), _ordered_config())
+            pack_job.pack(str(corpus[0]), str(out), config)
     parts = out / S.PARTS_DIR
-    # then: file 1 as if its task had been killed after its first part, a corrupted part of
-    # file 0, and a task's partial temporary file
+    # then: unit 1 as if its task had been killed after its first part, a corrupted part of
+    # unit 0, and a task's partial temporary file
     S.unit_marker(out, 1).unlink()
-    later = sorted(parts.glob("u000001-*.json"))[1:]
-    for stats in later:
+    for stats in sorted(parts.glob("u000001-*.json"))[1:]:
         stats.unlink()
     victim = S.part_files(out, 0, 1).tar
     data = bytearray(victim.read_bytes())
@@ -253,28 +258,20 @@ def test_input_order_resumes_after_a_crash_in_writing_or_numbering(
     victim.write_bytes(bytes(data))
     (out / S.TMP_DIR / "u000001-000003.tar.t9.part").write_bytes(b"partial")
     kept = S.part_files(out, 1, 0).tar.stat()
+    unit_0_parts = json.loads(S.unit_marker(out, 0).read_text())["parts"]
     capsys.readouterr()
-    assert pack(corpus[0], out, ordered) == 0
+    assert pack(corpus[0], out, mode) == 0
     err = capsys.readouterr().err
-    # file 0 is redone for its changed part; only the parts that are missing are written
-    assert "resume: 0 of 2 input files already packed" in err
+    # unit 0 is redone for its changed part; only the parts that are missing are written
+    assert f"resume: {units - 2} of {units} {what} already packed" in err
     assert "part u000000-000001.tar changed" in err
     index = read_index(out)
     assert index == read_index(whole)
     for entry in index["shardlist"]:
         assert (out / entry["url"]).read_bytes() == (whole / entry["url"]).read_bytes()
-    # the committed first part of file 1 was kept: renamed into place, not written again
-    first_file = set(corpus[1].column("doc_id").to_pylist()[:200])
-    of_file_0 = [
-        json.loads(next(iter(wds.WebDataset(p, shardshuffle=False)))["json"])["doc_id"]
-        in first_file
-        for p in shard_paths(out)
-    ]
-    numbered = Path(shard_paths(out)[of_file_0.index(False)])
-    assert (numbered.stat().st_ino, numbered.stat().st_mtime_ns) == (
-        kept.st_ino,
-        kept.st_mtime_ns,
-    )
+    # unit 1's committed first part was kept: renamed into place, not written again
+    numbered = (out / index["shardlist"][unit_0_parts]["url"]).stat()
+    assert (numbered.st_ino, numbered.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)
     # a crash half-way through numbering: the rerun finishes it without writing anything
     again = tmp_path / "again"
     real_replace = os.replace
@@ -289,25 +286,24 @@ def test_input_order_resumes_after_a_crash_in_writing_or_numbering(
     with monkeypatch.context() as m:
         m.setattr(pack_job.pack.__globals__["os"], "replace", flaky_replace)
         with pytest.raises(OSError, match="killed"):
-            pack_job.pack(str(corpus[0]), str(again), _ordered_config())
+            pack_job.pack(str(corpus[0]), str(again), config)
     assert not (again / "index.json").exists()
     capsys.readouterr()
-    assert pack(corpus[0], again, ordered) == 0
-    assert "resume: 2 of 2 input files already packed" in capsys.readouterr().err
+    assert pack(corpus[0], again, mode) == 0
+    err = capsys.readouterr().err
+    assert f"resume: {units} of {units} {what} already packed" in err and "0 written" in err
     assert read_index(again) == read_index(whole)
     for entry in read_index(whole)["shardlist"]:
         assert (again / entry["url"]).read_bytes() == (whole / entry["url"]).read_bytes()
 
 
-def _ordered_config() -> pack_job.PackConfig:
-    return pack_job.PackConfig(shard=pack_job.ShardSection(shuffle=False, target_bytes=TARGET))
-
-
+@pytest.mark.parametrize("shuffle", ["true", "false"])
 def test_many_docs_per_sample_with_dali_index(
-    corpus: tuple[Path, pa.Table], tmp_path: Path
+    corpus: tuple[Path, pa.Table], tmp_path: Path, shuffle: str
 ) -> None:
     out = tmp_path / "jsonl"
-    assert pack(corpus[0], out, "shard.docs_per_sample=16", "shard.dali_index=true") == 0
+    sets = ("shard.docs_per_sample=16", "shard.dali_index=true", f"shard.shuffle={shuffle}")
+    assert pack(corpus[0], out, *sets) == 0
     index = read_index(out)
     assert index["format"]["members"] == ["jsonl"]
     assert index["totals"]["docs"] == 400 and index["totals"]["samples"] < 400 / 10
@@ -347,39 +343,6 @@ def test_verify_catches_changed_bytes(
     assert main(["--verify", str(copy)]) == 3
     err = capsys.readouterr().err
     assert victim in err and "sha256" in err
-
-
-def test_resume_after_a_crash_keeps_committed_shards(
-    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    out = tmp_path / "crashed"
-    shutil.copytree(packed, out)
-    urls = [e["url"] for e in read_index(out)["shardlist"]]
-    stats = out / S.STATS_DIR
-    # the state a killed run leaves: no index, a shard renamed but not yet marked committed,
-    # a task killed mid-shard (partial temp file), a shard never written, a corrupted shard
-    (out / "index.json").unlink()
-    (stats / urls[1].replace(".tar", ".json")).unlink()
-    (out / S.TMP_DIR).mkdir()
-    partial = (out / urls[2]).read_bytes()[:5000]
-    (out / S.TMP_DIR / f"{urls[2]}.t17.part").write_bytes(partial)
-    (out / urls[2]).unlink()
-    (stats / urls[2].replace(".tar", ".json")).unlink()
-    (out / urls[3]).unlink()
-    data = bytearray((out / urls[4]).read_bytes())
-    data[700] ^= 1
-    (out / urls[4]).write_bytes(bytes(data))
-    kept = (out / urls[0]).stat()
-
-    capsys.readouterr()
-    assert pack(corpus[0], out) == 0
-    assert "resume" in capsys.readouterr().err
-    assert (out / "index.json").read_bytes() == (packed / "index.json").read_bytes()
-    for url in urls:
-        assert (out / url).read_bytes() == (packed / url).read_bytes()
-    after = (out / urls[0]).stat()
-    assert (after.st_ino, after.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)
-    assert not (out / S.TMP_DIR).exists()
 
 
 def test_empty_input(spark: Any, tmp_path: Path) -> None:

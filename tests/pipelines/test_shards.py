@@ -1,4 +1,4 @@
-"""Shard steps on a local SparkSession: sizes, order, buckets and the partition keys."""
+"""Shard steps on a local SparkSession: payloads, the shuffle order, units and task keys."""
 
 from __future__ import annotations
 
@@ -30,16 +30,13 @@ def docs(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame(rows, schema)
 
 
-def test_sample_size_is_the_exact_tar_size(docs: DataFrame) -> None:
-    out = S.add_shard_payload(docs, COLUMNS, "text", 1, 1_000_000).collect()
-    for row in out:
-        expected = S.member_bytes(len(row["_txt"])) + S.member_bytes(len(row["_json"]))
-        assert row["_size"] == expected == row["_vsize"]
+def test_text_payload_is_the_utf8_text(docs: DataFrame) -> None:
+    for row in S.add_shard_payload(docs, COLUMNS, "text", 1).collect():
         assert bytes(row["_txt"]) == row["text"].encode("utf-8")
 
 
 def test_metadata_json_has_every_other_column(docs: DataFrame) -> None:
-    out = {r["doc_id"]: r for r in S.add_shard_payload(docs, COLUMNS, "text", 1, 10**6).collect()}
+    out = {r["doc_id"]: r for r in S.add_shard_payload(docs, COLUMNS, "text", 1).collect()}
     meta = json.loads(bytes(out["a.b/c"]["_json"]))
     assert meta == {
         "doc_id": "a.b/c",
@@ -57,40 +54,28 @@ def test_metadata_json_has_every_other_column(docs: DataFrame) -> None:
 
 
 def test_jsonl_lines_carry_the_text(docs: DataFrame) -> None:
-    out = S.add_shard_payload(docs, COLUMNS, "text", 8, 10**6).collect()
+    out = S.add_shard_payload(docs, COLUMNS, "text", 8).collect()
     for row in out:
         line = bytes(row["_line"])
         assert line.endswith(b"\n") and line.count(b"\n") == 1
         assert json.loads(line)["text"] == row["text"]
-        assert row["_size"] == len(line) + 96  # 768 bytes of member overhead over 8 docs
 
 
-def test_virtual_size_is_capped_at_half_the_target(docs: DataFrame) -> None:
-    out = S.add_shard_payload(docs, COLUMNS, "text", 1, 2048).collect()
-    assert max(r["_size"] for r in out) > 1024
-    assert max(r["_vsize"] for r in out) == 1024
-
-
-def test_shuffle_order_is_seeded_and_bucketed(docs: DataFrame) -> None:
-    a = {
-        r["doc_id"]: (r["_h"], r["_bucket"])
-        for r in S.add_shuffle_order(docs, "doc_id", 1).collect()
-    }
+def test_shuffle_order_is_seeded(docs: DataFrame) -> None:
+    a = {r["doc_id"]: r["_h"] for r in S.add_shuffle_order(docs, "doc_id", 1).collect()}
     b = {r["doc_id"]: r["_h"] for r in S.add_shuffle_order(docs, "doc_id", 2).collect()}
-    assert all(0 <= bucket < 2**S.BUCKET_BITS for _, bucket in a.values())
-    assert all((h & 0xFFFFFFFFFFFFFFFF) >> 48 == bucket for h, bucket in a.values())
-    assert {k: v[0] for k, v in a.items()} != b
+    assert a != b and len(set(a.values())) == len(a)
 
 
-def test_buckets_are_summed(spark: SparkSession) -> None:
-    df = spark.createDataFrame(
-        [(1, 10, 12), (1, 5, 5), (0, 3, 3)], "_bucket long, _vsize long, _size long"
-    )
-    table = S.sort_buckets(S.summarize_buckets(df, ["_bucket"]).toArrow(), ["_bucket"])
-    assert table.to_pylist() == [
-        {"_bucket": 0, "docs": 1, "vbytes": 3, "bytes": 3},
-        {"_bucket": 1, "docs": 2, "vbytes": 15, "bytes": 17},
-    ]
+def test_units_are_equal_ranges_of_the_unsigned_hash(spark: SparkSession) -> None:
+    hashes = [-(2**63), -1, 0, 1, 2**62, 2**63 - 1, -(2**62)]
+    df = spark.createDataFrame(pa.table({"_h": pa.array(hashes, pa.int64())}))
+    got = {r["_h"]: r["_unit"] for r in S.add_unit(df, 7).collect()}
+    assert got == {h: ((h % 2**64) >> 32) * 7 >> 32 for h in hashes}
+    assert all(0 <= u < 7 for u in got.values())
+    # unit order is unsigned hash order
+    ordered = sorted(hashes, key=lambda h: h % 2**64)
+    assert [got[h] for h in ordered] == sorted(got.values())
 
 
 def test_numpy_hash_matches_spark(spark: SparkSession) -> None:
@@ -100,7 +85,7 @@ def test_numpy_hash_matches_spark(spark: SparkSession) -> None:
     assert got == S.spark_hash_int(values).tolist()
 
 
-def test_partition_keys_give_each_group_its_own_task(spark: SparkSession) -> None:
+def test_partition_keys_give_each_task_its_own_partition(spark: SparkSession) -> None:
     n = 9
     keys = S.partition_keys(n)
     table = pa.table({"group": pa.array(range(n), pa.int64()), "_pkey": pa.array(keys, pa.int32())})

@@ -1,4 +1,4 @@
-"""Shard helpers without Spark: keys, tar bytes, planning, and the partition writer."""
+"""Shard helpers without Spark: keys, tar bytes, the greedy cut, and the unit writer."""
 
 from __future__ import annotations
 
@@ -173,62 +173,6 @@ def test_dali_index_points_at_member_data(tmp_path: Path) -> None:
             assert data[int(offset) : int(offset) + int(size)] == content
 
 
-# --------------------------------------------------------------------------- planning
-
-
-def test_buckets_pack_into_groups_under_the_target() -> None:
-    rng = np.random.default_rng(1)
-    vbytes = rng.integers(1, 3000, size=500)
-    plan = S.plan_shards(vbytes, np.ones(500, dtype=np.int64), 10_000)
-    assert np.all(np.diff(plan.bucket_group) >= 0)
-    assert np.all(np.diff(plan.bucket_group) <= 1)
-    assert np.all(plan.group_vbytes <= 10_000)
-    assert plan.group_vbytes.sum() == vbytes.sum()
-    assert plan.group_docs.sum() == 500
-    assert np.all(plan.group_shards == 1)
-    assert plan.group_base.tolist() == list(range(plan.n_groups))
-    # a group closes only when the next bucket would not fit
-    for g in range(plan.n_groups - 1):
-        first_of_next = int(np.flatnonzero(plan.bucket_group == g + 1)[0])
-        assert plan.group_vbytes[g] + vbytes[first_of_next] > 10_000
-
-
-def test_an_oversized_bucket_becomes_several_shards() -> None:
-    plan = S.plan_shards(np.array([100, 35_000, 200]), np.array([1, 40, 1]), 10_000)
-    assert plan.bucket_group.tolist() == [0, 1, 2]
-    assert plan.group_shards.tolist() == [1, 4, 1]
-    assert plan.group_base.tolist() == [0, 1, 5]
-    assert plan.n_shards == 6
-    assert list(plan.shards_of(1)) == [1, 2, 3, 4]
-
-
-def test_empty_plan() -> None:
-    plan = S.plan_shards(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 10_000)
-    assert plan.n_groups == 0 and plan.n_shards == 0
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_even_cut_gives_exactly_n_shards_without_gaps(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    target = 10_000
-    cap = target // 2
-    sizes = np.minimum(rng.choice([50, 700, 3_000, 9_000, 50_000], size=300), cap)
-    total = int(sizes.sum())
-    n = -(-total // target)
-    ids, end = S.assign_shard_ids(sizes, 0, total, n, 7)
-    assert end == total
-    assert ids[0] == 7 and ids[-1] == 7 + n - 1
-    steps = np.diff(ids)
-    assert np.all((steps == 0) | (steps == 1))
-    # processed in arbitrary chunks, with the carried offset, the assignment is the same
-    cuts = sorted(rng.choice(np.arange(1, 300), size=5, replace=False).tolist())
-    parts, offset = [], 0
-    for lo, hi in zip([0, *cuts], [*cuts, 300], strict=True):
-        part, offset = S.assign_shard_ids(sizes[lo:hi], offset, total, n, 7)
-        parts.append(part)
-    assert np.concatenate(parts).tolist() == ids.tolist()
-
-
 # --------------------------------------------------------------------------- partitioning
 
 
@@ -245,31 +189,23 @@ def test_partition_keys_hit_every_partition_once(n: int) -> None:
     assert np.mod(S.spark_hash_int(keys).astype(np.int64), n).tolist() == list(range(n))
 
 
-# --------------------------------------------------------------------------- partition writer
+# --------------------------------------------------------------------------- unit writer
 
 
 def _batches(
-    n_docs: int, per_batch: int, nshards: int, fail_after: int | None = None
+    n_docs: int, per_batch: int, fail_after: int | None = None, unit: int = 0
 ) -> Iterator[pa.RecordBatch]:
+    """Batches of one hash-range unit, as the shuffled write pass hands them over."""
     texts = [f"text of document {i} ".encode() * (1 + i % 7) for i in range(n_docs)]
     metas = [json.dumps({"doc_id": f"d.{i}"}).encode() for i in range(n_docs)]
-    sizes = [
-        S.member_bytes(len(t)) + S.member_bytes(len(m)) for t, m in zip(texts, metas, strict=True)
-    ]
-    total = sum(sizes)
     for lo in range(0, n_docs, per_batch):
         hi = min(n_docs, lo + per_batch)
         if fail_after is not None and hi > fail_after:
             raise RuntimeError("task killed")
-        m = hi - lo
         yield pa.RecordBatch.from_pydict(
             {
-                "_group": pa.array([0] * m, pa.int64()),
-                "_base": pa.array([0] * m, pa.int64()),
-                "_nshards": pa.array([nshards] * m, pa.int64()),
-                "_gvbytes": pa.array([total] * m, pa.int64()),
-                "_vsize": pa.array(sizes[lo:hi], pa.int64()),
-                "doc_id": [f"d.{i}" for i in range(lo, hi)],
+                "_unit": pa.array([unit] * (hi - lo), pa.int64()),
+                "doc_id": [f"d.{unit}.{i}" for i in range(lo, hi)],
                 "_txt": pa.array(texts[lo:hi], pa.binary()),
                 "_json": pa.array(metas[lo:hi], pa.binary()),
             }
@@ -278,47 +214,77 @@ def _batches(
 
 def _out(tmp_path: Path, name: str) -> Path:
     out = tmp_path / name
-    (out / S.TMP_DIR).mkdir(parents=True)
-    (out / S.STATS_DIR).mkdir()
+    for folder in (S.TMP_DIR, S.STATS_DIR, S.PARTS_DIR):
+        (out / folder).mkdir(parents=True)
     return out
 
 
-def _spec(out: Path, skip: frozenset[int] = frozenset(), per_sample: int = 1) -> S.ShardWriteSpec:
-    return S.ShardWriteSpec(str(out), "shard", per_sample, True, "fp", "doc_id", skip)
+def _spec(
+    out: Path, skip: frozenset[tuple[int, int]] = frozenset(), per_sample: int = 1
+) -> S.UnitWriteSpec:
+    # 70 KiB shards hold 34 of these documents (2 KiB of tar each)
+    capacity = S.planning_target(71_680)
+    return S.UnitWriteSpec(str(out), per_sample, True, "fp", "doc_id", capacity, skip=skip)
 
 
 def _rows(it: Iterator[pa.RecordBatch]) -> list[dict[str, object]]:
     return [row for batch in it for row in batch.to_pylist()]
 
 
-def test_writer_commits_each_shard_with_its_stats(tmp_path: Path) -> None:
+def _parts(out: Path, unit: int = 0) -> list[int]:
+    return sorted(
+        int(p.stem.split("-")[1]) for p in (out / S.PARTS_DIR).glob(f"u{unit:06d}-*.json")
+    )
+
+
+def test_writer_commits_each_part_with_its_stats(tmp_path: Path) -> None:
     out = _out(tmp_path, "a")
-    rows = _rows(S.write_partition_shards(_batches(90, 16, 3), _spec(out)))
-    assert [r["shard"] for r in rows] == [0, 1, 2]
-    assert sum(r["nsamples"] for r in rows) == 90
-    for r in rows:
-        stats = json.loads((out / S.STATS_DIR / S.stats_name("shard", r["shard"])).read_text())
-        assert stats["sha256"] == r["sha256"] == S.file_sha256(str(out / stats["url"]))[1]
-        assert stats["fingerprint"] == "fp"
-        assert (out / S.dali_name("shard", r["shard"])).is_file()
+    rows = _rows(S.write_unit_parts(_batches(90, 16), _spec(out)))
+    assert rows == [{"unit": 0, "parts": 3, "docs": 90}]
+    assert json.loads(S.unit_marker(out, 0).read_text())["parts"] == 3
+    nsamples = 0
+    for part in range(3):
+        files = S.part_files(out, 0, part)
+        stats = json.loads(files.stats.read_text())
+        assert stats["sha256"] == S.file_sha256(str(files.tar))[1]
+        assert stats["fingerprint"] == "fp" and stats["filesize"] <= 71_680
+        assert files.dali.is_file()
+        nsamples += stats["nsamples"]
+    assert nsamples == 90
     assert list((out / S.TMP_DIR).iterdir()) == []
 
 
-def test_a_task_killed_mid_shard_leaves_only_committed_shards(tmp_path: Path) -> None:
+def test_a_task_killed_mid_part_leaves_only_committed_parts(tmp_path: Path) -> None:
     whole = _out(tmp_path, "whole")
-    _rows(S.write_partition_shards(_batches(90, 16, 3), _spec(whole)))
+    _rows(S.write_unit_parts(_batches(90, 16), _spec(whole)))
     out = _out(tmp_path, "crashed")
     with pytest.raises(RuntimeError, match="killed"):
-        _rows(S.write_partition_shards(_batches(90, 16, 3, fail_after=70), _spec(out)))
-    committed = sorted(p.name for p in (out / S.STATS_DIR).iterdir())
-    assert committed == [S.stats_name("shard", 0), S.stats_name("shard", 1)]
-    assert not (out / S.shard_name("shard", 2)).exists()
-    # the rerun writes only the missing shard, and it comes out as in an uninterrupted run
-    rows = _rows(S.write_partition_shards(_batches(90, 16, 3), _spec(out, frozenset({0, 1}))))
-    assert [r["shard"] for r in rows] == [2]
-    for shard in range(3):
-        name = S.shard_name("shard", shard)
-        assert (out / name).read_bytes() == (whole / name).read_bytes()
+        _rows(S.write_unit_parts(_batches(90, 16, fail_after=80), _spec(out)))
+    assert _parts(out) == [0, 1] and not S.unit_marker(out, 0).exists()
+    assert not S.part_files(out, 0, 2).tar.exists()
+    assert list((out / S.TMP_DIR).iterdir()) == []
+    # the rerun writes only the missing part, and it comes out as in an uninterrupted run
+    before = S.part_files(out, 0, 0).tar.stat().st_mtime_ns
+    _rows(S.write_unit_parts(_batches(90, 16), _spec(out, frozenset({(0, 0), (0, 1)}))))
+    assert S.part_files(out, 0, 0).tar.stat().st_mtime_ns == before
+    for part in range(3):
+        a, b = S.part_files(out, 0, part), S.part_files(whole, 0, part)
+        assert a.tar.read_bytes() == b.tar.read_bytes()
+
+
+def test_a_task_writes_several_units_each_from_part_zero(tmp_path: Path) -> None:
+    out = _out(tmp_path, "a")
+
+    def both() -> Iterator[pa.RecordBatch]:
+        yield from _batches(40, 16, unit=3)
+        yield from _batches(40, 16, unit=5)
+
+    rows = _rows(S.write_unit_parts(both(), _spec(out)))
+    assert rows == [{"unit": 3, "parts": 2, "docs": 40}, {"unit": 5, "parts": 2, "docs": 40}]
+    assert _parts(out, 3) == _parts(out, 5) == [0, 1]
+    one = _out(tmp_path, "alone")
+    _rows(S.write_unit_parts(_batches(40, 16, unit=5), _spec(one)))
+    assert S.part_files(out, 5, 1).tar.read_bytes() == S.part_files(one, 5, 1).tar.read_bytes()
 
 
 def test_docs_per_sample_packs_jsonl_members(tmp_path: Path) -> None:
@@ -326,18 +292,16 @@ def test_docs_per_sample_packs_jsonl_members(tmp_path: Path) -> None:
     lines = [json.dumps({"doc_id": f"d.{i}", "text": f"t{i}"}).encode() + b"\n" for i in range(10)]
     batch = pa.RecordBatch.from_pydict(
         {
-            "_group": pa.array([0] * 10, pa.int64()),
-            "_base": pa.array([0] * 10, pa.int64()),
-            "_nshards": pa.array([1] * 10, pa.int64()),
-            "_gvbytes": pa.array([1000] * 10, pa.int64()),
-            "_vsize": pa.array([100] * 10, pa.int64()),
+            "_unit": pa.array([0] * 10, pa.int64()),
             "doc_id": [f"d.{i}" for i in range(10)],
             "_line": pa.array(lines, pa.binary()),
         }
     )
-    rows = _rows(S.write_partition_shards(iter([batch]), _spec(out, per_sample=4)))
-    assert rows[0]["nsamples"] == 3 and rows[0]["ndocs"] == 10
-    _assert_jsonl_samples(out / S.shard_name("shard", 0), lines, firsts=(0, 4, 8))
+    rows = _rows(S.write_unit_parts(iter([batch]), _spec(out, per_sample=4)))
+    assert rows == [{"unit": 0, "parts": 1, "docs": 10}]
+    stats = json.loads(S.part_files(out, 0, 0).stats.read_text())
+    assert stats["nsamples"] == 3 and stats["ndocs"] == 10
+    _assert_jsonl_samples(S.part_files(out, 0, 0).tar, lines, firsts=(0, 4, 8))
 
 
 def _assert_jsonl_samples(shard: Path, lines: list[bytes], firsts: tuple[int, ...]) -> None:
@@ -360,9 +324,9 @@ def test_repeated_or_null_doc_ids_are_refused(
     tmp_path: Path, ids: list[str | None], error: str
 ) -> None:
     out = _out(tmp_path, "a")
-    batch = next(_batches(4, 4, 1)).set_column(5, "doc_id", pa.array(ids, pa.string()))
+    batch = next(_batches(4, 4)).set_column(1, "doc_id", pa.array(ids, pa.string()))
     with pytest.raises(ValueError, match=error):
-        _rows(S.write_partition_shards(iter([batch]), _spec(out)))
+        _rows(S.write_unit_parts(iter([batch]), _spec(out)))
     assert list((out / S.TMP_DIR).iterdir()) == []
 
 
@@ -421,11 +385,7 @@ def test_jsonl_samples_span_batches(tmp_path: Path) -> None:
             m = hi - lo
             yield pa.RecordBatch.from_pydict(
                 {
-                    "_group": pa.array([0] * m, pa.int64()),
-                    "_base": pa.array([0] * m, pa.int64()),
-                    "_nshards": pa.array([1] * m, pa.int64()),
-                    "_gvbytes": pa.array([1100] * m, pa.int64()),
-                    "_vsize": pa.array([100] * m, pa.int64()),
+                    "_unit": pa.array([0] * m, pa.int64()),
                     "doc_id": [f"d.{i}" for i in range(lo, hi)],
                     "_line": pa.array(lines[lo:hi], pa.binary()),
                 }
@@ -434,13 +394,13 @@ def test_jsonl_samples_span_batches(tmp_path: Path) -> None:
     shards = []
     for name, cuts in (("whole", []), ("split", [1, 2, 7])):
         out = _out(tmp_path, name)
-        _rows(S.write_partition_shards(batches(cuts), _spec(out, per_sample=4)))
-        shards.append((out / S.shard_name("shard", 0)).read_bytes())
+        _rows(S.write_unit_parts(batches(cuts), _spec(out, per_sample=4)))
+        shards.append(S.part_files(out, 0, 0).tar.read_bytes())
     assert shards[0] == shards[1]
-    _assert_jsonl_samples(tmp_path / "split" / S.shard_name("shard", 0), lines, firsts=(0, 4, 8))
+    _assert_jsonl_samples(S.part_files(tmp_path / "split", 0, 0).tar, lines, firsts=(0, 4, 8))
 
 
-# --------------------------------------------------------------------------- units (input order)
+# --------------------------------------------------------------------------- input order
 
 
 def test_cut_shards_closes_a_shard_before_it_would_overflow() -> None:
@@ -502,19 +462,13 @@ def _unit_batches(
         )
 
 
-def _unit_out(tmp_path: Path, name: str) -> Path:
-    out = _out(tmp_path, name)
-    (out / S.PARTS_DIR).mkdir()
-    return out
-
-
 def _unit_spec(out: Path, path: Path, skip: frozenset[tuple[int, int]] = frozenset()) -> Any:
     return S.UnitWriteSpec(str(out), 1, False, "fp", "doc_id", 4096, files=(str(path),), skip=skip)
 
 
 def test_unit_writer_reads_the_text_from_the_file(tmp_path: Path) -> None:
     path, texts = _input_file(tmp_path, 230, nulls=True)
-    out = _unit_out(tmp_path, "u")
+    out = _out(tmp_path, "u")
     rows = _rows(S.write_unit_parts(_unit_batches(path, 230, 37), _unit_spec(out, path)))
     assert rows == [{"unit": 0, "parts": rows[0]["parts"], "docs": 230}] and rows[0]["parts"] > 3
     marker = json.loads(S.unit_marker(out, 0).read_text())
@@ -532,7 +486,7 @@ def test_unit_writer_reads_the_text_from_the_file(tmp_path: Path) -> None:
 
 def test_unit_writer_refuses_rows_out_of_step_with_the_file(tmp_path: Path) -> None:
     path, _ = _input_file(tmp_path, 100)
-    out = _unit_out(tmp_path, "u")
+    out = _out(tmp_path, "u")
     with pytest.raises(ValueError, match="out of row order"):
         _rows(S.write_unit_parts(_unit_batches(path, 100, 30, start=30), _unit_spec(out, path)))
     with pytest.raises(ValueError, match="more rows than Spark read"):
@@ -546,9 +500,9 @@ def test_a_unit_killed_mid_part_is_finished_by_writing_only_the_missing_parts(
     tmp_path: Path,
 ) -> None:
     path, _ = _input_file(tmp_path, 230)
-    whole = _unit_out(tmp_path, "whole")
+    whole = _out(tmp_path, "whole")
     parts = _rows(S.write_unit_parts(_unit_batches(path, 230, 37), _unit_spec(whole, path)))
-    out = _unit_out(tmp_path, "crashed")
+    out = _out(tmp_path, "crashed")
     with pytest.raises(RuntimeError, match="killed"):
         _rows(
             S.write_unit_parts(_unit_batches(path, 230, 37, fail_after=150), _unit_spec(out, path))
