@@ -59,8 +59,11 @@ STATS_DIR = "_stats"
 TMP_DIR = "_tmp"
 PARTS_DIR = "_parts"
 
-# Per-document share of a `.jsonl` member's header and average padding, for planning only.
-_SAMPLE_OVERHEAD = BLOCK + BLOCK // 2
+# A `.jsonl` member of several documents costs its lines plus a header and at most BLOCK - 1
+# bytes of padding; each document is charged its share of that worst case, so a shard of
+# whole samples never outgrows the estimate. Its last sample may hold fewer documents (less
+# charged), hence the same worst case held back from the capacity (`_Unit`).
+_SAMPLE_OVERHEAD = 2 * BLOCK - 1
 
 _KEY_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
 _MAX_KEPT_KEY = 64
@@ -564,6 +567,12 @@ def unit_marker(out: Path, unit: int) -> Path:
     return out / PARTS_DIR / f"u{unit:06d}.json"
 
 
+def write_unit_marker(out: Path, unit: int, parts: int, docs: int, fingerprint: str) -> None:
+    """Mark unit `unit` complete: `parts` committed parts holding `docs` documents."""
+    marker = {"unit": unit, "parts": parts, "docs": docs, "fingerprint": fingerprint}
+    write_text_atomic(unit_marker(out, unit), json.dumps(marker) + "\n", out / TMP_DIR)
+
+
 class _Shard:
     def __init__(
         self,
@@ -758,6 +767,8 @@ class _Unit:
         self.unit = unit
         self.attempt = attempt
         self.out = Path(spec.output_dir)
+        reserve = _SAMPLE_OVERHEAD if spec.docs_per_sample > 1 else 0
+        self.capacity = max(BLOCK, spec.capacity - reserve)
         self.part = 0
         self.fill = 0
         self.docs = 0
@@ -805,8 +816,8 @@ class _Unit:
         """Cut the batch's documents into the unit's parts and write them."""
         n = batch.num_rows
         payload, sizes = self._payload(batch)
-        cap = max(1, self.spec.capacity // 2)
-        shift, self.fill = cut_shards(np.minimum(sizes, cap), self.fill, self.spec.capacity)
+        cap = max(1, self.capacity // 2)
+        shift, self.fill = cut_shards(np.minimum(sizes, cap), self.fill, self.capacity)
         parts = self.part + shift
         self.part = int(parts[-1])
         doc_ids = batch.column(self.spec.id_col)
@@ -848,19 +859,12 @@ class _Unit:
         if self.current is not None:
             self.current.commit()
             self.current = None
-        marker = {
-            "unit": self.unit,
-            "parts": self.part + 1 if self.docs else 0,
-            "docs": self.docs,
-            "fingerprint": self.spec.fingerprint,
-        }
-        write_text_atomic(
-            unit_marker(self.out, self.unit), json.dumps(marker) + "\n", self.out / TMP_DIR
-        )
+        parts = self.part + 1 if self.docs else 0
+        write_unit_marker(self.out, self.unit, parts, self.docs, self.spec.fingerprint)
         return pa.RecordBatch.from_pydict(
             {
                 "unit": pa.array([self.unit], pa.int32()),
-                "parts": pa.array([marker["parts"]], pa.int64()),
+                "parts": pa.array([parts], pa.int64()),
                 "docs": pa.array([self.docs], pa.int64()),
             }
         )
@@ -892,6 +896,31 @@ def _refuse(doc_ids: pa.Array, row: int) -> None:
     raise ValueError(f"{DUPLICATE_MARK}: {doc_id!r}")
 
 
+def _unit_runs(
+    batch: pa.RecordBatch, by_path: dict[str, int]
+) -> Iterator[tuple[int, str | None, pa.RecordBatch]]:
+    """The batch cut where its unit changes: (unit, input file or None, rows of that unit).
+
+    A task holding several hash ranges gets batches that straddle them, so a batch is never
+    taken as one unit. With input files (`by_path`), a batch must come from one planned file.
+    """
+    if by_path:
+        names = batch.column("_file")
+        path = os.path.realpath(_file_of(names[0].as_py()))
+        if names[len(names) - 1].as_py() != names[0].as_py() or path not in by_path:
+            raise ValueError(
+                f"a task read {path} with other files, or a file not planned; input order "
+                "needs each file whole in one Spark task"
+            )
+        yield by_path[path], path, batch
+        return
+    units = batch.column("_unit").to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(units[1:] != units[:-1]) + 1))
+    ends = np.append(starts[1:], len(units))
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        yield int(units[start]), None, batch.slice(start, end - start)
+
+
 def write_unit_parts(
     batches: Iterator[pa.RecordBatch], spec: UnitWriteSpec
 ) -> Iterator[pa.RecordBatch]:
@@ -906,27 +935,24 @@ def write_unit_parts(
     """
     attempt = _attempt_id()
     by_path = {path: i for i, path in enumerate(spec.files)}
+    seen: set[int] = set()
     unit: _Unit | None = None
     try:
         for batch in batches:
             if not batch.num_rows:
                 continue
-            if spec.files:
-                names = batch.column("_file")
-                path = os.path.realpath(_file_of(names[0].as_py()))
-                if names[len(names) - 1].as_py() != names[0].as_py() or path not in by_path:
-                    raise ValueError(
-                        f"a task read {path} with other files, or a file not planned; input order "
-                        "needs each file whole in one Spark task"
-                    )
-                number, file = by_path[path], path
-            else:
-                number, file = int(batch.column("_unit")[0].as_py()), None
-            if unit is None or number != unit.unit:
-                if unit is not None:
-                    yield unit.finish()
-                unit = _Unit(spec, number, attempt, file)
-            unit.add(batch)
+            for number, file, run in _unit_runs(batch, by_path):
+                if unit is None or number != unit.unit:
+                    if unit is not None:
+                        yield unit.finish()
+                    if number in seen:
+                        # A second run of a unit would cut its parts again from part 0.
+                        raise ValueError(
+                            f"unit {number} came twice in one task; rows must arrive unit by unit"
+                        )
+                    seen.add(number)
+                    unit = _Unit(spec, number, attempt, file)
+                unit.add(run)
         if unit is not None:
             yield unit.finish()
             unit = None

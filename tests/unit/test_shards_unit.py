@@ -273,18 +273,28 @@ def test_a_task_killed_mid_part_leaves_only_committed_parts(tmp_path: Path) -> N
 
 
 def test_a_task_writes_several_units_each_from_part_zero(tmp_path: Path) -> None:
+    """Batches straddle the units (rows 32..47 hold both): each unit is cut as if alone."""
     out = _out(tmp_path, "a")
+    both = pa.Table.from_batches([*_batches(40, 16, unit=3), *_batches(40, 16, unit=5)])
+    batches = both.combine_chunks().to_batches(max_chunksize=16)
+    assert batches[2].column("_unit").to_pylist() == [3] * 8 + [5] * 8
 
-    def both() -> Iterator[pa.RecordBatch]:
-        yield from _batches(40, 16, unit=3)
-        yield from _batches(40, 16, unit=5)
-
-    rows = _rows(S.write_unit_parts(both(), _spec(out)))
+    rows = _rows(S.write_unit_parts(iter(batches), _spec(out)))
     assert rows == [{"unit": 3, "parts": 2, "docs": 40}, {"unit": 5, "parts": 2, "docs": 40}]
     assert _parts(out, 3) == _parts(out, 5) == [0, 1]
-    one = _out(tmp_path, "alone")
-    _rows(S.write_unit_parts(_batches(40, 16, unit=5), _spec(one)))
-    assert S.part_files(out, 5, 1).tar.read_bytes() == S.part_files(one, 5, 1).tar.read_bytes()
+    for unit in (3, 5):
+        alone = _out(tmp_path, f"alone{unit}")
+        _rows(S.write_unit_parts(_batches(40, 16, unit=unit), _spec(alone)))
+        for part in (0, 1):
+            written = S.part_files(out, unit, part).tar.read_bytes()
+            assert written == S.part_files(alone, unit, part).tar.read_bytes()
+
+
+def test_a_unit_seen_again_in_a_task_is_refused(tmp_path: Path) -> None:
+    out = _out(tmp_path, "a")
+    again = [*_batches(16, 16, unit=3), *_batches(16, 16, unit=5), *_batches(16, 16, unit=3)]
+    with pytest.raises(ValueError, match="unit 3 came twice"):
+        _rows(S.write_unit_parts(iter(again), _spec(out)))
 
 
 def test_docs_per_sample_packs_jsonl_members(tmp_path: Path) -> None:
@@ -302,6 +312,28 @@ def test_docs_per_sample_packs_jsonl_members(tmp_path: Path) -> None:
     stats = json.loads(S.part_files(out, 0, 0).stats.read_text())
     assert stats["nsamples"] == 3 and stats["ndocs"] == 10
     _assert_jsonl_samples(S.part_files(out, 0, 0).tar, lines, firsts=(0, 4, 8))
+
+
+@pytest.mark.parametrize(("per_sample", "line_bytes"), [(2, 257), (3, 170), (7, 1), (256, 600)])
+def test_jsonl_shards_keep_to_the_target(tmp_path: Path, per_sample: int, line_bytes: int) -> None:
+    """Worst-case padding (a line just past a block) and a last sample of fewer documents."""
+    target = 20_480
+    out = _out(tmp_path, "a")
+    n = 2_000 if per_sample < 256 else 3_000
+    lines = [b"x" * (line_bytes - 1) + b"\n"] * n
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "_unit": pa.array([0] * n, pa.int64()),
+            "doc_id": [f"d{i:05d}" for i in range(n)],
+            "_line": pa.array(lines, pa.binary()),
+        }
+    )
+    spec = S.UnitWriteSpec(str(out), per_sample, False, "fp", "doc_id", S.planning_target(target))
+    parts = _rows(S.write_unit_parts(iter([batch]), spec))[0]["parts"]
+    sizes = [S.part_files(out, 0, j).tar.stat().st_size for j in range(int(parts))]
+    assert len(sizes) > 2 and max(sizes) <= target
+    # still well filled: all but the last more than half the target
+    assert min(sizes[:-1]) > target / 2
 
 
 def _assert_jsonl_samples(shard: Path, lines: list[bytes], firsts: tuple[int, ...]) -> None:
