@@ -54,7 +54,9 @@ INDEX_KIND = "wids-shard-index-v1"
 # 2: in input order, shards no longer span input files.
 # 3: in input order, each file is cut greedily as it is written (no plan pass).
 # 4: with shuffle on too, hash ranges are cut greedily as they are written (no plan pass).
-FORMAT_VERSION = 4
+# 5: a batch holding several hash ranges is cut per range; jsonl samples are sized by their
+#    worst-case padding, so shards of several documents per sample keep to target_bytes.
+FORMAT_VERSION = 5
 # Shard bytes one write task takes at most when there are more units than twice the cores:
 # enough to amortise a task's fixed cost, little enough to balance the cores and bound a
 # task's sort (which spills beyond its memory share anyway).
@@ -168,13 +170,17 @@ def _read_marker(out: Path) -> dict[str, Any] | None:
 
 
 def _clear(out: Path) -> None:
-    # The index goes first, so the folder stops looking finished before anything else goes.
+    # The index goes first, so the folder stops looking finished before anything else goes,
+    # and the marker last, so a clear cut short still leaves a folder --overwrite can clear.
     (out / INDEX).unlink(missing_ok=True)
     for child in out.iterdir():
+        if child.name == MARKER:
+            continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child)
         else:
             child.unlink()
+    (out / MARKER).unlink(missing_ok=True)
 
 
 def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> bool:
@@ -205,11 +211,12 @@ def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> 
         else:
             resume = True
     out.mkdir(parents=True, exist_ok=True)
-    for folder in (S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR):
-        (out / folder).mkdir(exist_ok=True)
     if not resume:
+        # The marker before anything else, so no crash leaves a folder that is not ours.
         marker = {"job": JOB, "run_id": new_run_id(), "fingerprint": fp, "input": str(source.path)}
         S.write_text_atomic(out / MARKER, json.dumps(marker) + "\n")
+    for folder in (S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR):
+        (out / folder).mkdir(exist_ok=True)
     return resume
 
 
@@ -249,7 +256,8 @@ def _spark_failure(exc: Exception) -> CorpusCleanError:
             "of a clean output"
         )
     errors = re.findall(r"^\s*(\w+(?:Error|Exception): .+)$", text, flags=re.MULTILINE)
-    reason = errors[-1].strip() if errors else f"{type(exc).__name__}: {text.splitlines()[0]}"
+    first = text.splitlines()[0] if text else ""
+    reason = errors[-1].strip() if errors else f"{type(exc).__name__}: {first}"
     return CorpusCleanError(
         f"writing shards failed ({reason[:300]}); committed shards are kept: rerun the same "
         "command to resume"
@@ -272,6 +280,10 @@ def pack(
         )
     shard_cfg = config.shard
     fp = fingerprint(source, config)
+    # Everything about the input is checked before the output is touched: a bad input leaves
+    # a previous pack (even with --overwrite) and an unfinished one as they were.
+    paths = [str(source.data / rel) for rel, _ in source.files]
+    rows = _check_input(paths, config)
     resume = prepare_output(out, fp, source, overwrite)
     if resume:
         info(JOB, f"resuming the unfinished pack in {out}")
@@ -282,9 +294,11 @@ def pack(
         spark = build_session("corpusclean-pack", config.spark)
         scan_conf = {} if shard_cfg.shuffle else _whole_file_scan(source)
         with _session_conf(spark, scan_conf):
-            n_shards, docs, written, seconds = _pack_units(spark, source, out, config, fp, resume)
+            n_shards, docs, written, seconds = _pack_units(
+                spark, source, out, config, fp, resume, rows
+            )
     elif resume:
-        committed_parts(None, out, fp, 0, shard_cfg.dali_index)
+        committed_parts(None, out, fp, 0, shard_cfg)
 
     index = build_index(out, source, config, n_shards, docs, fp)
     total = index["totals"]
@@ -344,7 +358,13 @@ def _estimated_bytes(source: CleanSource) -> int:
 
 
 def _pack_units(
-    spark: Any, source: CleanSource, out: Path, config: PackConfig, fp: str, resume: bool
+    spark: Any,
+    source: CleanSource,
+    out: Path,
+    config: PackConfig,
+    fp: str,
+    resume: bool,
+    rows: int,
 ) -> tuple[int, int, int, dict[str, float]]:
     """Write every unit's shards in one Spark pass; returns (shards, docs, written, seconds).
 
@@ -366,14 +386,10 @@ def _pack_units(
     seconds: dict[str, float] = {}
     paths = [str(source.data / rel) for rel, _ in source.files]
     everything = spark.read.parquet(str(source.data))
-    _check_columns(everything.schema, config)
     columns = list(everything.columns)
     n_units = shuffle_units(source, target) if shard_cfg.shuffle else len(paths)
     timer = Timer()
-    rows = _input_rows(paths)
-    done, skip = (
-        committed_parts(spark, out, fp, n_units, shard_cfg.dali_index) if resume else (set(), set())
-    )
+    done, skip = committed_parts(spark, out, fp, n_units, shard_cfg) if resume else (set(), set())
     if resume:
         what = "hash ranges" if shard_cfg.shuffle else "input files"
         info(JOB, f"resume: {len(done):,} of {n_units:,} {what} already packed")
@@ -403,10 +419,17 @@ def _pack_units(
                 df, tasks = _file_units(spark, source, columns, config, files, scan)
             results = df.mapInArrow(partial(S.write_unit_parts, spec=spec), S.UNIT_RESULT_SCHEMA)
             try:
-                written = sum(int(r["parts"]) for r in results.collect())
+                finished = results.collect()
             except Exception as exc:
                 raise _spark_failure(exc) from exc
+            written = sum(int(r["parts"]) for r in finished)
             written -= len([u for u, _ in skip if u not in done])
+            # A unit with no rows (an empty hash range or file) reaches no task: mark it here,
+            # so that every unit has its marker before numbering starts (`committed_parts`).
+            seen = {int(r["unit"]) for r in finished}
+            for u in todo:
+                if u not in seen:
+                    S.write_unit_marker(out, u, 0, 0, fp)
         n_shards, docs = number_parts(out, shard_cfg.prefix, fp, n_units)
     seconds["write"] = timer.seconds
     if docs != rows:
@@ -493,13 +516,40 @@ def _file_units(
     return df.select("_file", "_row", config.columns.id, *payload), len(todo)
 
 
-def _input_rows(paths: list[str]) -> int:
-    """Rows of the input files, from their Parquet footers (read in parallel: on a shared
-    filesystem each is a round trip)."""
+def _footer(path: str) -> tuple[int, Any]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        meta = pq.read_metadata(path)
+        return meta.num_rows, meta.schema.to_arrow_schema()
+    except (OSError, pa.ArrowException) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"input file {path} is not a readable Parquet file ({first})") from exc
+
+
+def _check_input(paths: list[str], config: PackConfig) -> int:
+    """Check every input file's footer (readable, one schema, the id and text columns) and
+    return their rows. Footers are read in parallel: on a shared filesystem each is a round
+    trip."""
     with ThreadPoolExecutor(max_workers=16) as pool:
-        return sum(pool.map(lambda p: pq.read_metadata(p).num_rows, paths))
+        footers = list(pool.map(_footer, paths))
+    if not footers:
+        return 0
+    schema = footers[0][1]
+    shape = [(f.name, f.type) for f in schema]
+    for path, (_, other) in zip(paths, footers, strict=True):
+        if [(f.name, f.type) for f in other] != shape:
+            raise InputError(
+                f"input file {path} has columns {_columns(other)}, but {paths[0]} has "
+                f"{_columns(schema)}; the files of a clean output share one schema"
+            )
+    _check_columns(schema, config)
+    return sum(rows for rows, _ in footers)
+
+
+def _columns(schema: Any) -> str:
+    return ", ".join(f"{f.name}: {f.type}" for f in schema)
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
@@ -510,69 +560,120 @@ def _load_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _unit_markers(out: Path, fp: str, n_units: int) -> dict[int, dict[str, Any]]:
+    """The markers of this run's finished units; other files in their place are removed."""
+    markers = {}
+    for u in range(n_units):
+        marker = _load_json(S.unit_marker(out, u))
+        if marker is not None and marker.get("fingerprint") == fp and marker.get("unit") == u:
+            markers[u] = marker
+        else:
+            S.unit_marker(out, u).unlink(missing_ok=True)
+    return markers
+
+
+def _first_shards(markers: dict[int, dict[str, Any]], n_units: int) -> list[int] | None:
+    """Each unit's first shard number, once every unit has its marker (numbering may have
+    begun then, and only then); None before."""
+    if len(markers) < n_units:
+        return None
+    firsts = np.concatenate(([0], np.cumsum([int(markers[u]["parts"]) for u in range(n_units)])))
+    return [int(f) for f in firsts]
+
+
 def committed_parts(
-    spark: Any, out: Path, fp: str, n_units: int, dali: bool
+    spark: Any, out: Path, fp: str, n_units: int, shard_cfg: ShardSection
 ) -> tuple[set[int], set[tuple[int, int]]]:
     """What an unfinished pack already holds: (finished units, committed parts).
 
-    A unit is finished when its marker is there and all its committed parts
-    still match their checksum; committed parts of unfinished units are kept and not written
-    again. Removed: temporary files, parts without a stats file, stats and markers of another
-    run. Shards the driver had already numbered are checked too; one that changed cannot be
-    traced back to its file, so it fails the run with a pointer to --overwrite.
+    A part is committed while its stats file is there and its tar (and .idx) still match:
+    under `_parts/`, or already renamed to its shard name by a numbering cut short. A unit is
+    finished when its marker is there and every part of it is committed or numbered. A part
+    or numbered shard that changed since it was written is deleted and its unit written
+    again. Removed too: temporary files, parts without a stats file, stats and markers of
+    another run.
     """
+    dali = shard_cfg.dali_index
     for tmp in (out / S.TMP_DIR).iterdir():
         tmp.unlink()
     parts_dir = out / S.PARTS_DIR
     parts_dir.mkdir(exist_ok=True)
-    done: set[int] = set()
-    for u in range(n_units):
-        marker = _load_json(S.unit_marker(out, u))
-        if marker is not None and marker.get("fingerprint") == fp and marker.get("unit") == u:
-            done.add(u)
-        else:
-            S.unit_marker(out, u).unlink(missing_ok=True)
+    markers = _unit_markers(out, fp, n_units)
+    firsts = _first_shards(markers, n_units)
+
+    def final(u: int, j: int) -> S.ShardFiles | None:
+        if firsts is None or j >= firsts[u + 1] - firsts[u]:
+            return None
+        return S.final_files(out, shard_cfg.prefix, firsts[u] + j)
+
     pattern = re.compile(r"^u(\d{6})-(\d{6})\.json$")
     candidates: dict[tuple[int, int], tuple[str, str]] = {}
     for stats_file in sorted(parts_dir.glob("u*-*.json")):
         match = pattern.match(stats_file.name)
         stats = _load_json(stats_file)
         key = (int(match.group(1)), int(match.group(2))) if match else (-1, -1)
-        files = S.part_files(out, *key)
-        if (
-            stats is not None
-            and stats.get("fingerprint") == fp
-            and key[0] < n_units
-            and files.tar.is_file()
-            and files.tar.stat().st_size == stats.get("filesize")
-            and (not dali or files.dali.is_file())
-        ):
-            candidates[key] = (str(files.tar), str(stats.get("sha256")))
+        ok = stats is not None and stats.get("fingerprint") == fp and 0 <= key[0] < n_units
+        if ok:
+            part, numbered = S.part_files(out, *key), final(*key)
+            places = [part] if numbered is None else [part, numbered]
+            # The tar is renamed before the .idx, so either may be found at the shard name.
+            tar = next((f.tar for f in places if _has_size(f.tar, stats.get("filesize"))), None)
+            ok = tar is not None and (not dali or any(f.dali.is_file() for f in places))
+        if ok:
+            candidates[key] = (str(tar), str(stats.get("sha256")))
         else:
             stats_file.unlink()
     finals: dict[int, tuple[str, str]] = {}
+    at_final = {path for path, _ in candidates.values()}
     for stats_file in sorted((out / S.STATS_DIR).glob("*.json")):
         stats = _load_json(stats_file)
         tar = out / str((stats or {}).get("url", ""))
-        if stats is not None and stats.get("fingerprint") == fp and tar.is_file():
+        mine = stats is not None and stats.get("fingerprint") == fp
+        if mine and tar.is_file() and str(tar) not in at_final:
             finals[int(stats["shard"])] = (str(tar), str(stats.get("sha256")))
     items = [("part", u, j, path, sha) for (u, j), (path, sha) in sorted(candidates.items())]
     items += [("final", g, 0, path, sha) for g, (path, sha) in sorted(finals.items())]
-    bad = _changed_files(spark, items)
-    for kind, a, b, path, _ in bad:
-        if kind == "final":
+    redo: set[int] = set()
+    for kind, a, b, path, _ in _changed_files(spark, items):
+        if kind == "part":
+            warn(JOB, f"part {Path(path).name} changed since it was committed; writing it again")
+            del candidates[(a, b)]
+            redo.add(a)
+            continue
+        # A numbered shard: its unit is the one whose shard numbers hold it.
+        unit = None if firsts is None else int(np.searchsorted(firsts, a, "right")) - 1
+        if unit is None or not 0 <= unit < n_units:
             raise CorpusCleanError(
                 f"{Path(path).name} changed since it was written; rerun with --overwrite"
             )
-        warn(JOB, f"part {Path(path).name} changed since it was committed; writing it again")
-        del candidates[(a, b)]
-        done.discard(a)
-        S.unit_marker(out, a).unlink(missing_ok=True)
-    keep = {Path(path).stem for path, _ in candidates.values()}
+        warn(JOB, f"{Path(path).name} changed since it was written; writing it again")
+        Path(path).unlink()
+        S.final_files(out, shard_cfg.prefix, a).stats.unlink(missing_ok=True)
+        del finals[a]
+        redo.add(unit)
+    done = set(markers)
+    for u in sorted(done - redo):
+        first = final(u, 0)
+        for j in range(int(markers[u]["parts"])):
+            if (u, j) not in candidates and (first is None or first.number + j not in finals):
+                warn(JOB, f"part {j} of unit {u} is missing or truncated; writing the unit again")
+                redo.add(u)
+                break
+    for u in sorted(redo & done):
+        done.discard(u)
+        S.unit_marker(out, u).unlink(missing_ok=True)
+    keep = {S.part_files(out, u, j).tar.stem for u, j in candidates}
     for path in parts_dir.iterdir():
         if path.stem not in keep and pattern.match(path.stem + ".json"):
             path.unlink()
     return done, set(candidates)
+
+
+def _has_size(path: Path, size: Any) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
 
 
 def _changed_files(spark: Any, items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -589,30 +690,29 @@ def _changed_files(spark: Any, items: list[tuple[Any, ...]]) -> list[tuple[Any, 
 def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, int]:
     """Number every unit's parts in unit order and rename them; returns (shards, docs).
 
-    Every step can be redone: a part's final stats file is written before its tar is renamed,
-    and its part stats go last, so a run that stopped half-way numbers the rest on resume.
-    A unit without a marker after a successful write had no rows.
+    Every step can be redone: a part's final stats file is written before its tar and then
+    its .idx are renamed, and its part stats go last, so a run that stopped half-way numbers
+    the rest on resume (`committed_parts` finds the parts already at their shard names).
     """
-    counts = []
-    docs = 0
-    for u in range(n_units):
-        marker = _load_json(S.unit_marker(out, u))
-        counts.append(int(marker["parts"]) if marker else 0)
-        docs += int(marker["docs"]) if marker else 0
+    markers = _unit_markers(out, fp, n_units)
+    firsts = _first_shards(markers, n_units)
+    if firsts is None:
+        missing = sorted(set(range(n_units)) - set(markers))
+        raise CorpusCleanError(
+            f"{len(missing)} unit(s) of the pack have no marker after the write (first: unit "
+            f"{missing[0]}); rerun the same command to resume"
+        )
     tmp = out / S.TMP_DIR
-    base = 0
-    for u, m in enumerate(counts):
-        for j in range(m):
-            part, final = S.part_files(out, u, j), S.final_files(out, prefix, base + j)
+    for u in range(n_units):
+        for j in range(firsts[u + 1] - firsts[u]):
+            part, final = S.part_files(out, u, j), S.final_files(out, prefix, firsts[u] + j)
             stats = _load_json(part.stats)
             if stats is None:
                 continue  # numbered already; build_index checks its stats file
-            if not part.tar.is_file() and not (
-                final.tar.is_file() and final.tar.stat().st_size == stats["filesize"]
-            ):
+            if not part.tar.is_file() and not _has_size(final.tar, stats["filesize"]):
                 raise CorpusCleanError(
-                    f"part {part.tar.name} of the unfinished pack is missing; rerun with "
-                    "--overwrite"
+                    f"part {part.tar.name} of the unfinished pack is missing; rerun the same "
+                    "command to write it again"
                 )
             numbered = S.ShardStats(
                 final.number,
@@ -628,24 +728,22 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
             if part.dali.is_file():
                 os.replace(part.dali, final.dali)
             part.stats.unlink()
-        base += m
-    return base, docs
+    docs = sum(int(m["docs"]) for m in markers.values())
+    return firsts[-1], docs
 
 
 def _check_columns(schema: Any, config: PackConfig) -> None:
-    from pyspark.sql.types import StringType
+    import pyarrow as pa
 
-    fields = {f.name: f.dataType for f in schema.fields}
+    fields = {f.name: f.type for f in schema}
     for role, name in (("columns.id", config.columns.id), ("columns.text", config.columns.text)):
         if name not in fields:
             raise InputError(
                 f"the clean data has no column {name!r} ({role}); its columns are "
                 f"{', '.join(fields)}; set {role}=NAME"
             )
-        if not isinstance(fields[name], StringType):
-            raise InputError(
-                f"column {name!r} ({role}) is {fields[name].simpleString()}, not string"
-            )
+        if not (pa.types.is_string(fields[name]) or pa.types.is_large_string(fields[name])):
+            raise InputError(f"column {name!r} ({role}) is {fields[name]}, not string")
     if config.columns.id == config.columns.text:
         raise InputError("columns.id and columns.text name the same column")
 

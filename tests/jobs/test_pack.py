@@ -297,6 +297,89 @@ def test_resume_after_a_crash_in_writing_or_numbering(
         assert (again / entry["url"]).read_bytes() == (whole / entry["url"]).read_bytes()
 
 
+def _same_pack(out: Path, whole: Path) -> None:
+    index = read_index(whole)
+    assert read_index(out) == index
+    for entry in index["shardlist"]:
+        for name in (entry["url"], entry.get("dali_index")):
+            if name:
+                assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    assert main(["--verify", str(out)]) == 0
+
+
+def test_resume_repairs_what_a_crash_left_behind(
+    corpus: tuple[Path, pa.Table],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Crash windows past the write job: parts truncated or lost after their unit finished,
+    a numbering cut between a shard's tar and its .idx, a numbered shard that changed."""
+    monkeypatch.setattr(pack_job, "shuffle_units", lambda source, target: 3)
+    sets = ("shard.dali_index=true",)
+    config = pack_job.PackConfig(shard=pack_job.ShardSection(target_bytes=TARGET, dali_index=True))
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, *sets) == 0
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("driver killed")
+
+    out = tmp_path / "lost"
+    with monkeypatch.context() as m:
+        m.setattr(pack_job, "number_parts", crash)
+        with pytest.raises(RuntimeError):
+            pack_job.pack(str(corpus[0]), str(out), config)
+    truncated, lost = S.part_files(out, 0, 1).tar, S.part_files(out, 2, 0).tar
+    truncated.write_bytes(truncated.read_bytes()[: -S.RECORD])
+    lost.unlink()
+    capsys.readouterr()
+    assert pack(corpus[0], out, *sets) == 0
+    err = capsys.readouterr().err
+    assert "part 1 of unit 0 is missing or truncated" in err and "resume: 1 of 3" in err
+    _same_pack(out, whole)
+
+    # numbering stopped after a shard's tar was renamed and before its .idx was
+    cut = tmp_path / "cut"
+    real_replace = os.replace
+
+    def stop_at_idx(src: Any, dst: Any) -> None:
+        if str(dst).endswith("-000002.idx"):
+            raise OSError("driver killed")
+        real_replace(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(pack_job.pack.__globals__["os"], "replace", stop_at_idx)
+        with pytest.raises(OSError, match="killed"):
+            pack_job.pack(str(corpus[0]), str(cut), config)
+    assert (cut / "shard-000002.tar").is_file() and not (cut / "shard-000002.idx").exists()
+    # and a shard numbered before the crash has changed since
+    changed = cut / "shard-000000.tar"
+    data = bytearray(changed.read_bytes())
+    data[700] ^= 1
+    changed.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert pack(corpus[0], cut, *sets) == 0
+    assert "shard-000000.tar changed since it was written; writing it again" in (
+        capsys.readouterr().err
+    )
+    _same_pack(cut, whole)
+
+
+def test_shuffled_shards_do_not_depend_on_the_task_count(
+    corpus: tuple[Path, pa.Table], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # eight hash ranges over one task (each batch then straddles ranges), three, or eight
+    monkeypatch.setattr(pack_job, "shuffle_units", lambda source, target: 8)
+    outs = []
+    for tasks in (1, 3, 8):
+        with monkeypatch.context() as m:
+            m.setattr(pack_job, "write_task_count", lambda *args, n=tasks: n)
+            outs.append(tmp_path / f"t{tasks}")
+            assert pack(corpus[0], outs[-1], "shard.dali_index=true") == 0
+    for out in outs[1:]:
+        _same_pack(out, outs[0])
+
+
 @pytest.mark.parametrize("shuffle", ["true", "false"])
 def test_many_docs_per_sample_with_dali_index(
     corpus: tuple[Path, pa.Table], tmp_path: Path, shuffle: str
@@ -395,6 +478,34 @@ def test_existing_output_needs_overwrite(
     (foreign / "notes.txt").write_text("mine")
     assert pack(corpus[0], foreign, extra=("--overwrite",)) == 1
     assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_bad_input_leaves_the_output_alone(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    # even --overwrite keeps a finished pack when the input turns out to be unusable
+    assert pack(corpus[0], out, "columns.id=missing", extra=("--overwrite",)) == 1
+    assert "no column 'missing'" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == before
+    # a broken Parquet file is named, and no output folder is started
+    broken = tmp_path / "broken"
+    shutil.copytree(corpus[0], broken)
+    (broken / "data" / "part-00001.parquet").write_bytes(b"")
+    assert pack(broken, tmp_path / "fresh") == 1
+    err = capsys.readouterr().err
+    assert "part-00001.parquet is not a readable Parquet file" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "fresh").exists()
+    # files of one clean output must share a schema
+    mixed = tmp_path / "mixed"
+    shutil.copytree(corpus[0], mixed)
+    other = corpus[1].slice(200).drop_columns(["quality"])
+    pq.write_table(other, mixed / "data" / "part-00001.parquet")
+    assert pack(mixed, tmp_path / "fresh") == 1
+    assert "part-00001.parquet has columns" in capsys.readouterr().err
 
 
 def test_an_unfinished_pack_of_other_settings_is_not_resumed(
