@@ -506,6 +506,9 @@ def test_bad_input_leaves_the_output_alone(
     pq.write_table(other, mixed / "data" / "part-00001.parquet")
     assert pack(mixed, tmp_path / "fresh") == 1
     assert "part-00001.parquet has columns" in capsys.readouterr().err
+    # tasks write shards as files: an object store is not a place to pack into
+    assert main(["--input", str(corpus[0]), "--output", "s3://bucket/shards"]) == 1
+    assert "POSIX path" in capsys.readouterr().err
 
 
 def test_an_unfinished_pack_of_other_settings_is_not_resumed(
