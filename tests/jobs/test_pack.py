@@ -7,6 +7,8 @@ import itertools
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +223,21 @@ def test_input_order_writes_each_file_in_one_task(
     assert not (merged / "index.json").exists()
 
 
+@contextmanager
+def _numbering_killed(monkeypatch: pytest.MonkeyPatch, at: Any) -> Iterator[None]:
+    """Within the block, the driver dies renaming a part into place where `at(dst)`."""
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if at(str(dst)):
+            raise OSError("driver killed")
+        real_replace(src, dst)
+
+    with monkeypatch.context() as m, pytest.raises(OSError, match="killed"):
+        m.setattr(pack_job.pack.__globals__["os"], "replace", replace)
+        yield
+
+
 @pytest.mark.parametrize("shuffle", [False, True], ids=["input_order", "shuffle"])
 def test_resume_after_a_crash_in_writing_or_numbering(
     corpus: tuple[Path, pa.Table],
@@ -274,19 +291,9 @@ def test_resume_after_a_crash_in_writing_or_numbering(
     assert (numbered.st_ino, numbered.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)
     # a crash half-way through numbering: the rerun finishes it without writing anything
     again = tmp_path / "again"
-    real_replace = os.replace
-    calls = {"n": 0}
-
-    def flaky_replace(src: Any, dst: Any) -> None:
-        calls["n"] += str(dst).endswith(".tar")
-        if calls["n"] == 3:
-            raise OSError("driver killed")
-        real_replace(src, dst)
-
-    with monkeypatch.context() as m:
-        m.setattr(pack_job.pack.__globals__["os"], "replace", flaky_replace)
-        with pytest.raises(OSError, match="killed"):
-            pack_job.pack(str(corpus[0]), str(again), config)
+    tars = itertools.count(1)
+    with _numbering_killed(monkeypatch, lambda dst: dst.endswith(".tar") and next(tars) == 3):
+        pack_job.pack(str(corpus[0]), str(again), config)
     assert not (again / "index.json").exists()
     capsys.readouterr()
     assert pack(corpus[0], again, mode) == 0
@@ -340,17 +347,8 @@ def test_resume_repairs_what_a_crash_left_behind(
 
     # numbering stopped after a shard's tar was renamed and before its .idx was
     cut = tmp_path / "cut"
-    real_replace = os.replace
-
-    def stop_at_idx(src: Any, dst: Any) -> None:
-        if str(dst).endswith("-000002.idx"):
-            raise OSError("driver killed")
-        real_replace(src, dst)
-
-    with monkeypatch.context() as m:
-        m.setattr(pack_job.pack.__globals__["os"], "replace", stop_at_idx)
-        with pytest.raises(OSError, match="killed"):
-            pack_job.pack(str(corpus[0]), str(cut), config)
+    with _numbering_killed(monkeypatch, lambda dst: dst.endswith("-000002.idx")):
+        pack_job.pack(str(corpus[0]), str(cut), config)
     assert (cut / "shard-000002.tar").is_file() and not (cut / "shard-000002.idx").exists()
     # and a shard numbered before the crash has changed since
     changed = cut / "shard-000000.tar"
