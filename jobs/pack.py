@@ -203,6 +203,12 @@ def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> 
             raise InputError(
                 f"output {out} already holds a finished pack; pass --overwrite to replace it"
             )
+        elif marker.get("format") != FORMAT_VERSION:
+            raise InputError(
+                f"output {out} holds an unfinished pack in shard format "
+                f"{marker.get('format', 'before 5')}, and this corpusclean writes format "
+                f"{FORMAT_VERSION}; pass --overwrite to pack it again"
+            )
         elif marker.get("fingerprint") != fp:
             raise InputError(
                 f"output {out} holds an unfinished pack of another input or config; rerun with "
@@ -213,7 +219,13 @@ def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> 
     out.mkdir(parents=True, exist_ok=True)
     if not resume:
         # The marker before anything else, so no crash leaves a folder that is not ours.
-        marker = {"job": JOB, "run_id": new_run_id(), "fingerprint": fp, "input": str(source.path)}
+        marker = {
+            "job": JOB,
+            "run_id": new_run_id(),
+            "fingerprint": fp,
+            "format": FORMAT_VERSION,
+            "input": str(source.path),
+        }
         S.write_text_atomic(out / MARKER, json.dumps(marker) + "\n")
     for folder in (S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR):
         (out / folder).mkdir(exist_ok=True)
@@ -568,13 +580,24 @@ def _unit_markers(out: Path, fp: str, n_units: int) -> dict[int, dict[str, Any]]
     return markers
 
 
-def _first_shards(markers: dict[int, dict[str, Any]], n_units: int) -> list[int] | None:
-    """Each unit's first shard number, once every unit has its marker (numbering may have
-    begun then, and only then); None before."""
-    if len(markers) < n_units:
+def _numbering_file(out: Path) -> Path:
+    return out / S.PARTS_DIR / "numbering.json"
+
+
+def _first_shards(
+    out: Path, fp: str, markers: dict[int, dict[str, Any]], n_units: int
+) -> list[int] | None:
+    """Each unit's first shard number (and the total last): from the part counts saved when
+    numbering began, which outlive markers removed to redo a unit, else from the markers once
+    every unit has one; None while numbering cannot have begun."""
+    saved = _load_json(_numbering_file(out))
+    if saved is not None and saved.get("fingerprint") == fp and len(saved["parts"]) == n_units:
+        counts = [int(c) for c in saved["parts"]]
+    elif len(markers) == n_units:
+        counts = [int(markers[u]["parts"]) for u in range(n_units)]
+    else:
         return None
-    firsts = np.concatenate(([0], np.cumsum([int(markers[u]["parts"]) for u in range(n_units)])))
-    return [int(f) for f in firsts]
+    return [0, *(int(f) for f in np.cumsum(counts, dtype=np.int64))]
 
 
 def committed_parts(
@@ -583,11 +606,12 @@ def committed_parts(
     """What an unfinished pack already holds: (finished units, committed parts).
 
     A part is committed while its stats file is there and its tar (and .idx) still match:
-    under `_parts/`, or already renamed to its shard name by a numbering cut short. A unit is
-    finished when its marker is there and every part of it is committed or numbered. A part
-    or numbered shard that changed since it was written is deleted and its unit written
-    again. Removed too: temporary files, parts without a stats file, stats and markers of
-    another run.
+    under `_parts/`, or already renamed to its shard name by a numbering cut short (parts map
+    to shard numbers by the counts `number_parts` saved before its first rename). A unit is
+    finished when its marker is there and every part of it is committed or numbered, .idx
+    included. A part or numbered shard that changed since it was written is deleted and its
+    unit written again. Removed too: temporary files, parts without a stats file, stats and
+    markers of another run.
     """
     dali = shard_cfg.dali_index
     for tmp in (out / S.TMP_DIR).iterdir():
@@ -595,7 +619,7 @@ def committed_parts(
     parts_dir = out / S.PARTS_DIR
     parts_dir.mkdir(exist_ok=True)
     markers = _unit_markers(out, fp, n_units)
-    firsts = _first_shards(markers, n_units)
+    firsts = _first_shards(out, fp, markers, n_units)
 
     def final(u: int, j: int) -> S.ShardFiles | None:
         if firsts is None or j >= firsts[u + 1] - firsts[u]:
@@ -615,6 +639,9 @@ def committed_parts(
             # The tar is renamed before the .idx, so either may be found at the shard name.
             tar = next((f.tar for f in places if _has_size(f.tar, stats.get("filesize"))), None)
             ok = tar is not None and (not dali or any(f.dali.is_file() for f in places))
+            if ok and tar != part.tar:
+                # Renamed already: a file left at the part's name is not the committed one.
+                part.tar.unlink(missing_ok=True)
         if ok:
             candidates[key] = (str(tar), str(stats.get("sha256")))
         else:
@@ -625,7 +652,8 @@ def committed_parts(
         stats = _load_json(stats_file)
         tar = out / str((stats or {}).get("url", ""))
         mine = stats is not None and stats.get("fingerprint") == fp
-        if mine and tar.is_file() and str(tar) not in at_final:
+        whole = tar.is_file() and (not dali or tar.with_suffix(".idx").is_file())
+        if mine and whole and str(tar) not in at_final:
             finals[int(stats["shard"])] = (str(tar), str(stats.get("sha256")))
     items = [("part", u, j, path, sha) for (u, j), (path, sha) in sorted(candidates.items())]
     items += [("final", g, 0, path, sha) for g, (path, sha) in sorted(finals.items())]
@@ -691,21 +719,31 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
     the rest on resume (`committed_parts` finds the parts already at their shard names).
     """
     markers = _unit_markers(out, fp, n_units)
-    firsts = _first_shards(markers, n_units)
-    if firsts is None:
-        missing = sorted(set(range(n_units)) - set(markers))
+    missing = sorted(set(range(n_units)) - set(markers))
+    if missing:
         raise CorpusCleanError(
             f"{len(missing)} unit(s) of the pack have no marker after the write (first: unit "
             f"{missing[0]}); rerun the same command to resume"
         )
+    counts = [int(markers[u]["parts"]) for u in range(n_units)]
+    saved = _first_shards(out, fp, {}, n_units)
+    firsts = [0, *(int(f) for f in np.cumsum(counts, dtype=np.int64))]
+    if saved is not None and saved != firsts:
+        raise CorpusCleanError(
+            "the units' part counts changed since numbering began; rerun with --overwrite"
+        )
     tmp = out / S.TMP_DIR
+    # Saved before the first rename: from here on, resume maps parts to shard numbers by it.
+    payload = {"fingerprint": fp, "parts": counts}
+    S.write_text_atomic(_numbering_file(out), json.dumps(payload) + "\n", tmp)
     for u in range(n_units):
         for j in range(firsts[u + 1] - firsts[u]):
             part, final = S.part_files(out, u, j), S.final_files(out, prefix, firsts[u] + j)
             stats = _load_json(part.stats)
             if stats is None:
                 continue  # numbered already; build_index checks its stats file
-            if not part.tar.is_file() and not _has_size(final.tar, stats["filesize"]):
+            size = stats["filesize"]
+            if not _has_size(part.tar, size) and not _has_size(final.tar, size):
                 raise CorpusCleanError(
                     f"part {part.tar.name} of the unfinished pack is missing; rerun the same "
                     "command to write it again"
@@ -719,8 +757,10 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
                 stats["sha256"],
             )
             S.write_text_atomic(final.stats, numbered.to_json(fp), tmp)
-            if part.tar.is_file():
+            if _has_size(part.tar, size):
                 os.replace(part.tar, final.tar)
+            else:
+                part.tar.unlink(missing_ok=True)
             if part.dali.is_file():
                 os.replace(part.dali, final.dali)
             part.stats.unlink()

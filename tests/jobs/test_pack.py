@@ -345,22 +345,52 @@ def test_resume_repairs_what_a_crash_left_behind(
     assert "part 1 of unit 0 is missing or truncated" in err and "resume: 1 of 3" in err
     _same_pack(out, whole)
 
-    # numbering stopped after a shard's tar was renamed and before its .idx was
+    # numbering stopped after the last shard's tar was renamed and before its .idx was
+    last = read_index(whole)["totals"]["shards"] - 1
     cut = tmp_path / "cut"
-    with _numbering_killed(monkeypatch, lambda dst: dst.endswith("-000002.idx")):
+    with _numbering_killed(monkeypatch, lambda dst: dst.endswith(f"-{last:06d}.idx")):
         pack_job.pack(str(corpus[0]), str(cut), config)
-    assert (cut / "shard-000002.tar").is_file() and not (cut / "shard-000002.idx").exists()
-    # and a shard numbered before the crash has changed since
-    changed = cut / "shard-000000.tar"
-    data = bytearray(changed.read_bytes())
-    data[700] ^= 1
-    changed.write_bytes(bytes(data))
+    assert not (cut / f"shard-{last:06d}.idx").exists()
+    unit_of = _units_of_shards(cut)
+    # then: junk where the last shard's part was (it is renamed already), the .idx of unit 1's
+    # first shard lost, and a shard of unit 0 changed
+    pending = S.part_files(cut, 2, unit_of.count(2) - 1).tar
+    assert unit_of[last] == 2 and not pending.exists()
+    pending.write_bytes(b"junk")
+    (cut / f"shard-{unit_of.index(1):06d}.idx").unlink()
+    _flip_a_byte(cut / "shard-000000.tar")
     capsys.readouterr()
     assert pack(corpus[0], cut, *sets) == 0
-    assert "shard-000000.tar changed since it was written; writing it again" in (
-        capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert "shard-000000.tar changed since it was written; writing it again" in err
+    assert "resume: 1 of 3 hash ranges" in err  # units 0 and 1 are written again
     _same_pack(cut, whole)
+
+    # a unit redone by a resume whose write job then failed has no marker any more: the part
+    # counts saved when numbering began still place the numbered shards
+    failed = tmp_path / "failed"
+    with _numbering_killed(monkeypatch, lambda dst: dst.endswith("-000002.idx")):
+        pack_job.pack(str(corpus[0]), str(failed), config)
+    unit_of = _units_of_shards(failed)
+    S.unit_marker(failed, 2).unlink()
+    _flip_a_byte(failed / "shard-000000.tar")
+    capsys.readouterr()
+    assert pack(corpus[0], failed, *sets) == 0
+    err = capsys.readouterr().err
+    assert f"resume: {3 - len({unit_of[0], 2})} of 3 hash ranges" in err
+    _same_pack(failed, whole)
+
+
+def _units_of_shards(out: Path) -> list[int]:
+    """The unit of each shard number, from the part counts saved when numbering began."""
+    counts = json.loads((out / S.PARTS_DIR / "numbering.json").read_text())["parts"]
+    return [u for u, n in enumerate(counts) for _ in range(n)]
+
+
+def _flip_a_byte(path: Path, at: int = 700) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 1
+    path.write_bytes(bytes(data))
 
 
 def test_shuffled_shards_do_not_depend_on_the_task_count(
@@ -518,6 +548,12 @@ def test_an_unfinished_pack_of_other_settings_is_not_resumed(
     capsys.readouterr()
     assert pack(corpus[0], out, "shard.seed=9") == 1
     assert "another input or config" in capsys.readouterr().err
+    # one left by an older corpusclean says so, rather than blaming the command line
+    marker = json.loads((out / "_corpusclean.json").read_text())
+    del marker["format"]
+    (out / "_corpusclean.json").write_text(json.dumps(marker))
+    assert pack(corpus[0], out) == 1
+    assert "shard format before 5" in capsys.readouterr().err
 
 
 def test_config_errors_name_the_key(
