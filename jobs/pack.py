@@ -188,6 +188,10 @@ def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> 
     resume = False
     if out.exists() and not out.is_dir():
         raise InputError(f"output {out} exists and is not a folder")
+    if out.is_dir() and not (out / MARKER).exists():
+        # All that a run killed while writing its marker leaves: the folder is still empty.
+        for leftover in out.glob(f".{MARKER}.*.tmp"):
+            leftover.unlink()
     if out.exists() and any(out.iterdir()):
         marker = _read_marker(out)
         if marker is None or marker.get("job") != JOB:
@@ -616,6 +620,8 @@ def committed_parts(
     dali = shard_cfg.dali_index
     for tmp in (out / S.TMP_DIR).iterdir():
         tmp.unlink()
+    for tmp in out.glob(f".{INDEX}.*.tmp"):  # a run killed while writing index.json
+        tmp.unlink()
     parts_dir = out / S.PARTS_DIR
     parts_dir.mkdir(exist_ok=True)
     markers = _unit_markers(out, fp, n_units)
@@ -627,7 +633,8 @@ def committed_parts(
         return S.final_files(out, shard_cfg.prefix, firsts[u] + j)
 
     pattern = re.compile(r"^u(\d{6})-(\d{6})\.json$")
-    candidates: dict[tuple[int, int], tuple[str, str]] = {}
+    # (unit, part) -> the files (tar, and .idx with dali_index) to check, with their sha256
+    candidates: dict[tuple[int, int], list[tuple[str, str]]] = {}
     for stats_file in sorted(parts_dir.glob("u*-*.json")):
         match = pattern.match(stats_file.name)
         stats = _load_json(stats_file)
@@ -638,30 +645,32 @@ def committed_parts(
             places = [part] if numbered is None else [part, numbered]
             # The tar is renamed before the .idx, so either may be found at the shard name.
             tar = next((f.tar for f in places if _has_size(f.tar, stats.get("filesize"))), None)
-            ok = tar is not None and (not dali or any(f.dali.is_file() for f in places))
+            idx = next((f.dali for f in places if f.dali.is_file()), None)
+            ok = tar is not None and (not dali or idx is not None)
             if ok and tar != part.tar:
                 # Renamed already: a file left at the part's name is not the committed one.
                 part.tar.unlink(missing_ok=True)
         if ok:
-            candidates[key] = (str(tar), str(stats.get("sha256")))
+            candidates[key] = _checked_files(stats, tar, idx if dali else None)
         else:
             stats_file.unlink()
-    finals: dict[int, tuple[str, str]] = {}
-    at_final = {path for path, _ in candidates.values()}
+    finals: dict[int, list[tuple[str, str]]] = {}
+    at_final = {files[0][0] for files in candidates.values()}
     for stats_file in sorted((out / S.STATS_DIR).glob("*.json")):
         stats = _load_json(stats_file)
         tar = out / str((stats or {}).get("url", ""))
+        idx = tar.with_suffix(".idx")
         mine = stats is not None and stats.get("fingerprint") == fp
-        whole = tar.is_file() and (not dali or tar.with_suffix(".idx").is_file())
+        whole = tar.is_file() and (not dali or idx.is_file())
         if mine and whole and str(tar) not in at_final:
-            finals[int(stats["shard"])] = (str(tar), str(stats.get("sha256")))
-    items = [("part", u, j, path, sha) for (u, j), (path, sha) in sorted(candidates.items())]
-    items += [("final", g, 0, path, sha) for g, (path, sha) in sorted(finals.items())]
+            finals[int(stats["shard"])] = _checked_files(stats, tar, idx if dali else None)
+    items = [("part", u, j, *f) for (u, j), files in sorted(candidates.items()) for f in files]
+    items += [("final", g, 0, *f) for g, files in sorted(finals.items()) for f in files]
     redo: set[int] = set()
     for kind, a, b, path, _ in _changed_files(spark, items):
         if kind == "part":
             warn(JOB, f"part {Path(path).name} changed since it was committed; writing it again")
-            del candidates[(a, b)]
+            candidates.pop((a, b), None)
             redo.add(a)
             continue
         # A numbered shard: its unit is the one whose shard numbers hold it.
@@ -671,9 +680,9 @@ def committed_parts(
                 f"{Path(path).name} changed since it was written; rerun with --overwrite"
             )
         warn(JOB, f"{Path(path).name} changed since it was written; writing it again")
-        Path(path).unlink()
+        Path(path).unlink(missing_ok=True)
         S.final_files(out, shard_cfg.prefix, a).stats.unlink(missing_ok=True)
-        del finals[a]
+        finals.pop(a, None)
         redo.add(unit)
     done = set(markers)
     for u in sorted(done - redo):
@@ -691,6 +700,14 @@ def committed_parts(
         if path.stem not in keep and pattern.match(path.stem + ".json"):
             path.unlink()
     return done, set(candidates)
+
+
+def _checked_files(stats: dict[str, Any], tar: Path, idx: Path | None) -> list[tuple[str, str]]:
+    """The (path, sha256) pairs a resume checks for one shard: its tar, and its .idx."""
+    files = [(str(tar), str(stats.get("sha256")))]
+    if idx is not None:
+        files.append((str(idx), str(stats.get("dali_sha256"))))
+    return files
 
 
 def _has_size(path: Path, size: Any) -> bool:
@@ -755,6 +772,7 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
                 stats["ndocs"],
                 stats["filesize"],
                 stats["sha256"],
+                stats.get("dali_sha256"),
             )
             S.write_text_atomic(final.stats, numbered.to_json(fp), tmp)
             if _has_size(part.tar, size):
@@ -826,6 +844,7 @@ def build_index(
         }
         if config.shard.dali_index:
             entry["dali_index"] = S.dali_name(prefix, shard)
+            entry["dali_sha256"] = stats["dali_sha256"]
         entries.append(entry)
     if missing:
         raise CorpusCleanError(
@@ -908,6 +927,8 @@ def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
         head = idx.read_text("utf-8").split("\n", 1)[0]
         if head != f"v1.2 {nsamples}":
             return f"{idx.name}: header {head!r} does not match {nsamples} samples"
+        if "dali_sha256" in entry and S.file_sha256(str(idx))[1] != entry["dali_sha256"]:
+            return f"{idx.name}: sha256 differs from the index"
     return None
 
 

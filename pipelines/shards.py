@@ -313,10 +313,13 @@ class ShardStats:
     ndocs: int
     filesize: int
     sha256: str
+    # Of the DALI .idx beside it, when there is one.
+    dali_sha256: str | None = None
 
     def to_json(self, fingerprint: str) -> str:
         """The stats file's content."""
-        return json.dumps({**self.__dict__, "fingerprint": fingerprint}, sort_keys=True) + "\n"
+        fields = {k: v for k, v in self.__dict__.items() if v is not None}
+        return json.dumps({**fields, "fingerprint": fingerprint}, sort_keys=True) + "\n"
 
 
 def _as_binary(arr: pa.Array) -> pa.Array:
@@ -640,10 +643,19 @@ class _Shard:
         filesize, sha = self.writer.finish()
         files = self.files
         os.replace(self.writer.temp_path, files.tar)
+        dali_sha = None
         if self.dali_index:
-            write_text_atomic(files.dali, self.writer.dali_index(), self.tmp)
+            idx = self.writer.dali_index()
+            write_text_atomic(files.dali, idx, self.tmp)
+            dali_sha = hashlib.sha256(idx.encode()).hexdigest()
         stats = ShardStats(
-            files.number, files.tar.name, self.writer.nsamples, self.writer.ndocs, filesize, sha
+            files.number,
+            files.tar.name,
+            self.writer.nsamples,
+            self.writer.ndocs,
+            filesize,
+            sha,
+            dali_sha,
         )
         # The stats file is the commit marker: a shard without it is rewritten on resume.
         write_text_atomic(files.stats, stats.to_json(self.fingerprint), self.tmp)

@@ -339,11 +339,28 @@ def test_resume_repairs_what_a_crash_left_behind(
     truncated, lost = S.part_files(out, 0, 1).tar, S.part_files(out, 2, 0).tar
     truncated.write_bytes(truncated.read_bytes()[: -S.RECORD])
     lost.unlink()
+    # and what a driver killed while writing index.json leaves
+    (out / ".index.json.123.abcd.tmp").write_text("{")
     capsys.readouterr()
     assert pack(corpus[0], out, *sets) == 0
     err = capsys.readouterr().err
     assert "part 1 of unit 0 is missing or truncated" in err and "resume: 1 of 3" in err
     _same_pack(out, whole)
+    assert not list(out.glob(".*"))
+
+    # a DALI index cut short (its tar intact) is caught by its checksum, like a tar
+    idx = tmp_path / "idx"
+    with monkeypatch.context() as m:
+        m.setattr(pack_job, "number_parts", crash)
+        with pytest.raises(RuntimeError):
+            pack_job.pack(str(corpus[0]), str(idx), config)
+    victim = S.part_files(idx, 1, 0).dali
+    victim.write_text(victim.read_text()[:40])
+    capsys.readouterr()
+    assert pack(corpus[0], idx, *sets) == 0
+    err = capsys.readouterr().err
+    assert "part u000001-000000.idx changed" in err and "resume: 2 of 3" in err
+    _same_pack(idx, whole)
 
     # numbering stopped after the last shard's tar was renamed and before its .idx was
     last = read_index(whole)["totals"]["shards"] - 1
@@ -454,6 +471,26 @@ def test_verify_catches_changed_bytes(
     assert main(["--verify", str(copy)]) == 3
     err = capsys.readouterr().err
     assert victim in err and "sha256" in err
+
+
+def test_verify_checks_the_whole_dali_index(
+    corpus: tuple[Path, pa.Table], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "dali"
+    # a first run killed while writing its marker left only its temporary file
+    out.mkdir()
+    (out / "._corpusclean.json.99.ab12.tmp").write_text("{")
+    assert pack(corpus[0], out, "shard.dali_index=true") == 0
+    entry = read_index(out)["shardlist"][0]
+    assert len(entry["dali_sha256"]) == 64
+    idx = out / entry["dali_index"]
+    lines = idx.read_text().splitlines(keepends=True)
+    # an offset changed, the header left alone
+    lines[1] = lines[1].replace(" 0 ", " 512 ", 1) if " 0 " in lines[1] else lines[1] + " "
+    idx.write_text("".join(lines))
+    capsys.readouterr()
+    assert main(["--verify", str(out)]) == 3
+    assert f"{entry['dali_index']}: sha256 differs" in capsys.readouterr().err
 
 
 def test_empty_input(spark: Any, tmp_path: Path) -> None:
