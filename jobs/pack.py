@@ -189,9 +189,14 @@ def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> 
     if out.exists() and not out.is_dir():
         raise InputError(f"output {out} exists and is not a folder")
     if out.is_dir() and not (out / MARKER).exists():
-        # All that a run killed while writing its marker leaves: the folder is still empty.
-        for leftover in out.glob(f".{MARKER}.*.tmp"):
-            leftover.unlink()
+        # All that a first run killed while writing its marker leaves: the folder is still
+        # empty. Beside anything else, nothing is touched (the folder is then refused).
+        leftovers = list(out.iterdir())
+        if leftovers and all(
+            re.fullmatch(rf"\.{re.escape(MARKER)}\..+\.tmp", p.name) for p in leftovers
+        ):
+            for leftover in leftovers:
+                leftover.unlink()
     if out.exists() and any(out.iterdir()):
         marker = _read_marker(out)
         if marker is None or marker.get("job") != JOB:
@@ -924,11 +929,12 @@ def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
         idx = root / entry.get("dali_index", Path(url).with_suffix(".idx").name)
         if not idx.is_file():
             return f"{idx.name}: missing DALI index"
-        head = idx.read_text("utf-8").split("\n", 1)[0]
+        data = idx.read_bytes()
+        if "dali_sha256" in entry and hashlib.sha256(data).hexdigest() != entry["dali_sha256"]:
+            return f"{idx.name}: sha256 differs from the index"
+        head = data.split(b"\n", 1)[0].decode("utf-8", errors="replace")
         if head != f"v1.2 {nsamples}":
             return f"{idx.name}: header {head!r} does not match {nsamples} samples"
-        if "dali_sha256" in entry and S.file_sha256(str(idx))[1] != entry["dali_sha256"]:
-            return f"{idx.name}: sha256 differs from the index"
     return None
 
 

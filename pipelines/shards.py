@@ -515,7 +515,7 @@ def write_text_atomic(path: Path, text: str, temp_dir: Path | None = None) -> No
     """Write a small text file under a temporary name and rename it into place."""
     tmp_dir = temp_dir if temp_dir is not None else path.parent
     tmp = tmp_dir / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    tmp.write_text(text, "utf-8")
+    tmp.write_bytes(text.encode("utf-8"))  # bytes: no newline translation, checksums hold
     os.replace(tmp, path)
 
 

@@ -491,6 +491,10 @@ def test_verify_checks_the_whole_dali_index(
     capsys.readouterr()
     assert main(["--verify", str(out)]) == 3
     assert f"{entry['dali_index']}: sha256 differs" in capsys.readouterr().err
+    # bytes that are not even text are reported the same way, not a crash
+    idx.write_bytes(b"\xff" + idx.read_bytes()[1:])
+    assert main(["--verify", str(out)]) == 3
+    assert f"{entry['dali_index']}: sha256 differs" in capsys.readouterr().err
 
 
 def test_empty_input(spark: Any, tmp_path: Path) -> None:
@@ -541,8 +545,9 @@ def test_existing_output_needs_overwrite(
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
+    (foreign / "._corpusclean.json.1.ab.tmp").write_text("theirs")
     assert pack(corpus[0], foreign, extra=("--overwrite",)) == 1
-    assert (foreign / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in foreign.iterdir()) == ["._corpusclean.json.1.ab.tmp", "notes.txt"]
 
 
 def test_bad_input_leaves_the_output_alone(
