@@ -599,13 +599,18 @@ def _first_shards(
     """Each unit's first shard number (and the total last): from the part counts saved when
     numbering began, which outlive markers removed to redo a unit, else from the markers once
     every unit has one; None while numbering cannot have begun."""
-    saved = _load_json(_numbering_file(out))
-    if saved is not None and saved.get("fingerprint") == fp and len(saved["parts"]) == n_units:
+    saved = _load_json(_numbering_file(out)) or {}
+    if saved.get("fingerprint") == fp and len(saved.get("parts", [])) == n_units:
         counts = [int(c) for c in saved["parts"]]
     elif len(markers) == n_units:
         counts = [int(markers[u]["parts"]) for u in range(n_units)]
     else:
         return None
+    return _starts(counts)
+
+
+def _starts(counts: list[int]) -> list[int]:
+    """Prefix sums: each unit's first shard number from the units' part counts, total last."""
     return [0, *(int(f) for f in np.cumsum(counts, dtype=np.int64))]
 
 
@@ -749,7 +754,7 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
         )
     counts = [int(markers[u]["parts"]) for u in range(n_units)]
     saved = _first_shards(out, fp, {}, n_units)
-    firsts = [0, *(int(f) for f in np.cumsum(counts, dtype=np.int64))]
+    firsts = _starts(counts)
     if saved is not None and saved != firsts:
         raise CorpusCleanError(
             "the units' part counts changed since numbering began; rerun with --overwrite"
