@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from corpusclean.jobs.errors import ConfigError
+from corpusclean.jobs.sparkconf import check_setting, normalise_key
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -57,12 +58,23 @@ def _spark_str(value: Any) -> str:
 
 def _spark_strings(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _spark_str(v) for k, v in value.items()}
+        return {normalise_key(str(k)): _spark_str(v) for k, v in value.items()}
     return value
 
 
-# A job's `spark:` section: Spark takes every setting as a string (YAML's `true` -> "true").
-SparkSettings = Annotated[dict[str, str], BeforeValidator(_spark_strings)]
+def _check_spark(settings: dict[str, str]) -> dict[str, str]:
+    for key, value in settings.items():
+        why = check_setting(key, value)
+        if why is not None:
+            raise ValueError(why)
+    return settings
+
+
+# A job's `spark:` section: full Spark keys (`sql.x` is read as `spark.sql.x`), each checked
+# against the installed Spark before it starts; Spark takes every value as a string.
+SparkSettings = Annotated[
+    dict[str, str], BeforeValidator(_spark_strings), AfterValidator(_check_spark)
+]
 
 
 class InputSection(Section):
@@ -190,7 +202,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 def parse_override(item: str) -> tuple[list[str], Any]:
     """`a.b.c=value` -> (["a", "b", "c"], value), the value read as a YAML scalar.
 
-    `spark.*` keys keep their dots after the first segment, because Spark's own keys have them.
+    `spark.*` keys are one key of the `spark` section, whole, because Spark's own keys have dots.
     """
     key, sep, raw = item.partition("=")
     key = key.strip()
@@ -201,7 +213,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     except yaml.YAMLError:
         value = raw
     if key.startswith("spark."):
-        return ["spark", key[len("spark.") :]], raw
+        return ["spark", key], raw
     return key.split("."), value
 
 
@@ -234,7 +246,7 @@ def _format_validation(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "config"
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         parts.append(f"{key}: {msg}")

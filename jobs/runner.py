@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -20,10 +21,45 @@ def new_parser(job: str, description: str) -> argparse.ArgumentParser:
 
 
 def _one_line(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        return _java_one_line(java)
     text = str(exc).strip() or type(exc).__name__
     first = text.splitlines()[0]
     # Spark's analysis errors carry an error class and a long plan; the first line names it.
     return first[:500]
+
+
+def _java_one_line(java: object) -> str:
+    """A Java exception chain in a line: Spark's error-class message, then the root cause."""
+    messages: list[str] = []
+    node = java
+    try:
+        while node is not None and len(messages) < 16:
+            text = node.getMessage()  # type: ignore[attr-defined]
+            if text:
+                messages.append(str(text).strip().splitlines()[0])
+            node = node.getCause()  # type: ignore[attr-defined]
+    except Exception:  # the JVM may be gone; say what was read
+        pass
+    if not messages:
+        return "Spark failed without a message"
+    # "Job aborted due to stage failure: ... Lost task ..." wraps the error that says what failed.
+    named = next((m for m in messages if m.startswith("[")), messages[0])
+    root = messages[-1]
+    return (named if root in named else f"{named} ({root})")[:500]
+
+
+def _spark_log_hint() -> str:
+    """` (Spark's log: PATH)` when this run's JVM wrote its output to a file, else ``."""
+    session = sys.modules.get("corpusclean.jobs.session")
+    if session is None:
+        return ""
+    session.mark_failed()
+    path = session.spark_log()
+    if path is None or not path.is_file() or path.stat().st_size == 0:
+        return ""
+    return f" (Spark's log: {path})"
 
 
 def run_job(
@@ -38,17 +74,19 @@ def run_job(
     except SystemExit as exc:  # --help exits 0, a usage error 2
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     debug = bool(getattr(args, "debug", False))
+    if debug:
+        os.environ["CORPUSCLEAN_DEBUG"] = "1"
     try:
         return body(args)
     except SystemExit as exc:  # parser.error() raised from inside the body
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     except RejectedError as exc:
-        print(f"corpusclean {job}: rejected: {exc}", file=sys.stderr)
+        print(f"corpusclean {job}: rejected: {exc}{_spark_log_hint()}", file=sys.stderr)
         if debug:
             traceback.print_exc()
         return exc.exit_code
     except CorpusCleanError as exc:
-        print(f"corpusclean {job}: error: {exc}", file=sys.stderr)
+        print(f"corpusclean {job}: error: {exc}{_spark_log_hint()}", file=sys.stderr)
         if debug:
             traceback.print_exc()
         return exc.exit_code
@@ -58,7 +96,7 @@ def run_job(
     except Exception as exc:  # a crash still gets one line; --debug shows where
         print(
             f"corpusclean {job}: error: {type(exc).__name__}: {_one_line(exc)} "
-            "(rerun with --debug for the traceback)",
+            f"(rerun with --debug for the traceback){_spark_log_hint()}",
             file=sys.stderr,
         )
         if debug:

@@ -2,33 +2,83 @@
 
 Under `spark-submit` the master and resources come from spark-submit; only the config's
 `spark.*` keys are applied on top, so the same job file runs on a laptop and on a cluster.
+
+In a local run the JVM's own output (log4j, Java stack traces of failed tasks, the Python
+workers' stderr) goes to a log file rather than the user's terminal: a failure is reported in one
+line that names that file. `--debug` leaves the JVM's output on the terminal.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from importlib import resources
+from pathlib import Path
+from typing import IO
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+
+from corpusclean.jobs import log
+from corpusclean.jobs.sparkconf import parse_properties
+
+DEBUG_ENV = "CORPUSCLEAN_DEBUG"
+_state: dict[str, object] = {"log": None}
 
 
 def read_properties(name: str) -> dict[str, str]:
     """A `conf/spark/<name>.properties` file shipped with the package, as a dict."""
     text = resources.files("corpusclean.conf").joinpath("spark", f"{name}.properties").read_text()
-    props: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, _, value = line.replace("\t", " ").partition(" ")
-        props[key.strip()] = value.strip()
-    return props
+    return parse_properties(text)
 
 
 def under_spark_submit() -> bool:
     """True when this Python process was started by spark-submit (the JVM already exists)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def debugging() -> bool:
+    """`--debug` (set by the runner, inherited by spark-submit's driver): JVM output shown."""
+    return os.environ.get(DEBUG_ENV) == "1"
+
+
+def spark_log() -> Path | None:
+    """The file this process's JVM writes its output to, when there is one."""
+    path = _state["log"]
+    return path if isinstance(path, Path) else None
+
+
+def _launch_jvm(conf: dict[str, str], app_name: str) -> None:
+    """Start the py4j JVM with its stdout and stderr in a log file (local runs, no --debug)."""
+    from pyspark.java_gateway import launch_gateway
+
+    folder = Path(tempfile.mkdtemp(prefix=f"corpusclean-{app_name.removeprefix('corpusclean-')}-"))
+    path = folder / "spark.log"
+    sink: IO[bytes] = path.open("ab")
+    spark_conf = SparkConf(loadDefaults=False)
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    # The documented hook for capturing the JVM's output; SparkContext reuses this gateway.
+    SparkContext._gateway = launch_gateway(
+        spark_conf, popen_kwargs={"stdout": sink, "stderr": sink}
+    )
+    SparkContext._jvm = SparkContext._gateway.jvm
+    _state["log"] = path
+    atexit.register(_forget_log, folder)
+
+
+def _forget_log(folder: Path) -> None:
+    # A run that ended well leaves no log behind; a failed one keeps it for its error line.
+    if not _state.get("failed"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def mark_failed() -> None:
+    """Keep the Spark log after exit: the error line names it."""
+    _state["failed"] = True
 
 
 def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> SparkSession:
@@ -37,20 +87,41 @@ def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> Sp
     conf = dict(spark_conf or {})
     if active is not None:
         for key, value in conf.items():
-            # Runtime SQL settings can change on a live session; static ones cannot, and
-            # trying would fail the job for a setting that only tunes it.
-            if not key.startswith("spark.sql."):
+            if active.conf.get(key, None) == value:
                 continue
-            active.conf.set(key, value)
+            # Runtime SQL settings can change on a live session; static ones cannot.
+            if active.conf.isModifiable(key):
+                active.conf.set(key, value)
+            else:
+                log.warn(
+                    "spark",
+                    f"{key}={value} cannot change on the running session "
+                    f"(it is {active.conf.get(key, None)!r}); ignored",
+                )
         return active
     # Executors must run the same interpreter as the driver, or the MinHash kernel would be
     # imported into a Python that may not have corpusclean installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
     settings: dict[str, str] = {} if under_spark_submit() else read_properties("local")
     settings.update(conf)
+    if not under_spark_submit() and SparkContext._gateway is None and not debugging():
+        # The console bar would only fill the log file with carriage returns.
+        settings.setdefault("spark.ui.showConsoleProgress", "false")
+        _launch_jvm(settings, app_name)
+    builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CORPUSCLEAN_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def effective_settings(spark: SparkSession, keys: list[str]) -> dict[str, str | None]:
+    """What the running session holds for each of `keys` (for the report)."""
+    out: dict[str, str | None] = {}
+    for key in keys:
+        value = spark.conf.get(key, None)
+        if value is None:
+            value = spark.sparkContext.getConf().get(key)
+        out[key] = value
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -49,11 +50,59 @@ def test_overrides_are_typed_and_applied_in_order() -> None:
 
 def test_spark_keys_keep_their_dots() -> None:
     assert parse_override("spark.sql.shuffle.partitions=7") == (
-        ["spark", "sql.shuffle.partitions"],
+        ["spark", "spark.sql.shuffle.partitions"],
         "7",
     )
     cfg = load_config(CleanConfig, "default", overrides=["spark.sql.shuffle.partitions=7"])
-    assert cfg.spark == {"sql.shuffle.partitions": "7"}
+    # The key reaches the session builder whole: Spark ignores `sql.shuffle.partitions`.
+    assert cfg.spark == {"spark.sql.shuffle.partitions": "7"}
+
+
+def test_a_spark_section_key_without_its_prefix_names_the_same_setting(tmp_path: Path) -> None:
+    conf = tmp_path / "run.yaml"
+    conf.write_text("spark:\n  sql.shuffle.partitions: 5\n  spark.driver.memory: 3g\n")
+    cfg = load_config(CleanConfig, "default", conf)
+    assert cfg.spark == {"spark.sql.shuffle.partitions": "5", "spark.driver.memory": "3g"}
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("spark.nonsense=1", "spark.nonsense is not a setting of the installed Spark"),
+        ("spark.sql.shufle.partitions=4", "did you mean spark.sql.shuffle.partitions?"),
+        ("spark.driver.memory=lots", "spark.driver.memory='lots' is not a size"),
+        ("spark.executor.memory=1.5g", "is not a size"),
+        ("spark.sql.shuffle.partitions=0", "is not a positive integer"),
+        ("spark.sql.adaptive.enabled=yes please", "is not true or false"),
+        ("spark.master=localhost", "is not a master URL"),
+    ],
+)
+def test_bad_spark_settings_are_config_errors(override: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_config(CleanConfig, "default", overrides=[override])
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000",
+        "spark.executorEnv.FOO=bar",
+        "spark.rapids.sql.enabled=true",
+        "spark.executor.memoryOverhead=512m",
+        "spark.master=local[2]",
+        "spark.network.timeout=300s",
+    ],
+)
+def test_good_spark_settings_pass(override: str) -> None:
+    cfg = load_config(CleanConfig, "default", overrides=[override])
+    key, _, value = override.partition("=")
+    assert cfg.spark[key] == value
+
+
+def test_a_plugin_setting_passes_with_the_unchecked_switch(monkeypatch) -> None:
+    monkeypatch.setenv("CORPUSCLEAN_SPARK_UNCHECKED", "1")
+    cfg = load_config(CleanConfig, "default", overrides=["spark.someplugin.level=3"])
+    assert cfg.spark == {"spark.someplugin.level": "3"}
 
 
 @pytest.mark.parametrize(
@@ -106,7 +155,8 @@ def test_bad_config_files(tmp_path: Path) -> None:
 
 
 def test_printed_config_loads_back_to_the_same(tmp_path: Path) -> None:
-    cfg = load_config(CleanConfig, "default", overrides=["near_dedup.seed=7", "spark.x.y=1"])
+    overrides = ["near_dedup.seed=7", "spark.sql.shuffle.partitions=3"]
+    cfg = load_config(CleanConfig, "default", overrides=overrides)
     f = tmp_path / "resolved.yaml"
     f.write_text(dump_config(cfg))
     assert load_config(CleanConfig, "default", f) == cfg
