@@ -27,11 +27,11 @@ from corpusclean import __version__
 from corpusclean.jobs import log
 from corpusclean.jobs.config import CleanConfig, dump_config, load_config
 from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
-from corpusclean.jobs.paths import check_output_vs_input, detect_format
+from corpusclean.jobs.paths import check_output_vs_input, detect_format, preflight_paths
 from corpusclean.jobs.publish import Publisher
 from corpusclean.jobs.report import write_reports
 from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.session import build_session
+from corpusclean.jobs.session import build_session, effective_settings
 from corpusclean.pipelines.content import FeatureSpec, compute_content_features
 from corpusclean.pipelines.dedup import (
     ROW_ID,
@@ -474,6 +474,8 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
             "version": spark.version,
             "master": spark.sparkContext.master,
             "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+            # What the running session holds for each setting the config asked for.
+            "settings": effective_settings(spark, list(cfg.spark)),
         },
         "seconds": round(time.time() - run.started, 3),
     }
@@ -511,6 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not args.input or not args.output:
             parser.error("--input and --output are required (or --print-config)")
+        # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
+        preflight_paths([args.input], args.output, cfg.input.format)
         spark = build_session("corpusclean-clean", cfg.spark)
         run = clean(spark, args.input, args.output, cfg)
         summary = {

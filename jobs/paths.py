@@ -108,3 +108,22 @@ def check_output_vs_input(inputs: list[str], output: str) -> None:
                 f"output {output} contains the input {item}; publishing would replace it — "
                 "choose a separate folder"
             )
+
+
+def check_input_exists(path: str) -> None:
+    """A local input path, folder or glob that names at least one data file (remote: Spark's)."""
+    if is_remote(path):
+        return
+    if not local_files(path):
+        raise InputError(f"input {path} matches no data files")
+
+
+def preflight_paths(inputs: list[str], output: str | None, configured_format: str) -> list[str]:
+    """The checks a job makes before Spark starts; returns each input's format."""
+    formats = []
+    for item in inputs:
+        check_input_exists(item)
+        formats.append(detect_format(item, configured_format))
+    if output is not None:
+        check_output_vs_input(inputs, output)
+    return formats

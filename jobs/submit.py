@@ -7,23 +7,30 @@ spark-submit's `--py-files` takes `.zip`/`.egg`, not wheels, so the installed pa
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import zipfile
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
+import corpusclean
+from corpusclean.jobs import log
 from corpusclean.jobs.errors import CorpusCleanError, InputError
+from corpusclean.jobs.masterstatus import preflight
 from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.jobs.sparkconf import check_setting, normalise_key, parse_properties
 
 JOB = "submit"
 JOBS = {"clean": "clean", "pack": "pack", "check": "check", "bench": "bench_loader"}
-_SUBPACKAGES = ("jobs", "pipelines", "schemas", "conf")
-_SUFFIXES = (".py", ".json", ".yaml", ".properties")
+_PYCACHE = "__pycache__"
 
 
 def _package_dir(name: str) -> Path:
@@ -33,18 +40,91 @@ def _package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def _installed_files() -> list[tuple[Path, str]]:
+    """(file, name in the archive) from the installed distribution's own file list (RECORD)."""
+    try:
+        files = importlib.metadata.distribution("corpusclean").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    root = Path(corpusclean.__file__).resolve().parent
+    out: list[tuple[Path, str]] = []
+    for item in files:
+        if item.parts[0] != "corpusclean" or _PYCACHE in item.parts or item.suffix == ".pyc":
+            continue
+        path = Path(str(item.locate())).resolve()
+        # Only the copy that is imported: a stale RECORD of another environment is no list.
+        if root in path.parents:
+            out.append((path, item.as_posix()))
+    return out
+
+
+def _source_tree_files() -> list[tuple[Path, str]]:
+    """The same list for a source checkout (editable install), read from its pyproject.toml."""
+    root = Path(corpusclean.__file__).resolve().parents[2]
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    setup = tomllib.loads(pyproject.read_text("utf-8"))["tool"]["setuptools"]
+    dirs: dict[str, str] = setup.get("package-dir", {})
+    data: dict[str, list[str]] = setup.get("package-data", {})
+    out: list[tuple[Path, str]] = []
+    for package in setup["packages"]:
+        base = root / dirs.get(package, package.replace(".", "/"))
+        prefix = package.replace(".", "/")
+        found = sorted(base.glob("*.py"))
+        for pattern in data.get(package, []):
+            found += sorted(base.glob(pattern))
+        out += [(f, f"{prefix}/{f.relative_to(base).as_posix()}") for f in found if f.is_file()]
+    return out
+
+
+def package_files() -> list[tuple[Path, str]]:
+    """Every file of the `corpusclean` package as installed: what a wheel of it holds."""
+    files = _installed_files() or _source_tree_files()
+    if not any(name == "corpusclean/__init__.py" for _, name in files):
+        raise CorpusCleanError(
+            "cannot list the files of the installed corpusclean package; reinstall it "
+            "(pip install corpusclean)"
+        )
+    return sorted(set(files), key=lambda item: item[1])
+
+
 def build_zip(dest: Path) -> Path:
-    """Zip the installed `corpusclean` package for `--py-files`; returns the zip's path."""
+    """Zip the installed `corpusclean` package for `--py-files`; returns the zip's path.
+
+    Entries are sorted and dated 1980-01-01, so the same package gives the same bytes.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
-        root = _package_dir("corpusclean")
-        zf.write(root / "__init__.py", "corpusclean/__init__.py")
-        for sub in _SUBPACKAGES:
-            base = _package_dir(f"corpusclean.{sub}")
-            for path in sorted(base.rglob("*")):
-                if path.is_file() and path.suffix in _SUFFIXES and "__pycache__" not in path.parts:
-                    zf.write(path, f"corpusclean/{sub}/{path.relative_to(base).as_posix()}")
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, name in package_files():
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, path.read_bytes())
+    os.replace(tmp, dest)
     return dest
+
+
+def properties_path(name: str) -> Path:
+    """`cluster`/`local` (the files shipped in the package) or a properties file's path."""
+    if "/" not in name and not name.endswith(".properties"):
+        shipped = resources.files("corpusclean.conf").joinpath("spark", f"{name}.properties")
+        if shipped.is_file():
+            return Path(str(shipped))
+        names = sorted(
+            p.name.removesuffix(".properties")
+            for p in resources.files("corpusclean.conf").joinpath("spark").iterdir()
+            if p.name.endswith(".properties")
+        )
+        raise InputError(
+            f"--properties-file {name}: no such shipped properties ({', '.join(names)}) "
+            "and no such file"
+        )
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise InputError(f"properties file {name} does not exist")
+    return path
 
 
 def spark_submit_path() -> str:
@@ -68,15 +148,13 @@ def build_command(
     properties: str | None,
     confs: Sequence[str] = (),
 ) -> list[str]:
-    """The spark-submit command line for `job`."""
+    """The spark-submit command line for `job`; its job file lives in the installed package."""
     if job not in JOBS:
         raise InputError(f"unknown job {job!r}; one of: {', '.join(JOBS)}")
     job_file = _package_dir("corpusclean.jobs") / f"{JOBS[job]}.py"
     cmd = [spark_submit_path(), "--master", master, "--py-files", str(py_zip)]
     if properties:
-        if not Path(properties).is_file():
-            raise InputError(f"properties file {properties} does not exist")
-        cmd += ["--properties-file", properties]
+        cmd += ["--properties-file", str(properties_path(properties))]
     # Executors must use an interpreter with the package's dependencies (pyarrow, numpy).
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     cmd += [
@@ -86,28 +164,72 @@ def build_command(
         f"spark.pyspark.driver.python={python}",
     ]
     for item in confs:
-        if "=" not in item:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
             raise InputError(f"--conf {item!r}: expected KEY=VALUE")
+        why = check_setting(normalise_key(key), value)
+        if why is not None:
+            raise InputError(f"--conf {why}")
         cmd += ["--conf", item]
     return [*cmd, str(job_file), *job_args]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`corpusclean submit --master URL [--properties-file F] JOB ARGS...`."""
+def submitted_settings(properties: str | None, confs: Sequence[str]) -> dict[str, str]:
+    """The Spark settings the submitted job runs with: the properties file, then each --conf."""
+    settings: dict[str, str] = {}
+    if properties:
+        settings.update(parse_properties(properties_path(properties).read_text("utf-8")))
+    for item in confs:
+        key, _, value = item.partition("=")
+        settings[normalise_key(key)] = value.strip()
+    return settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Arguments of `corpusclean submit`."""
     parser = new_parser(
         JOB, "spark-submit a corpusclean job to a cluster with the package attached."
     )
     parser.add_argument("--master", help="spark://HOST:PORT, yarn, k8s://..., local[*]")
     parser.add_argument(
-        "--properties-file", help="Spark properties (e.g. conf/spark/cluster.properties)"
+        "--properties-file",
+        metavar="NAME|PATH",
+        help="Spark properties: `cluster` or `local` (shipped with corpusclean) or a file",
     )
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="passed to spark-submit"
     )
-    parser.add_argument("--py-zip", help="write the package zip here (alone: build it and exit)")
-    parser.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
+    parser.add_argument(
+        "--py-zip",
+        help="write the package zip here (alone: build it and exit; with --print-command: the "
+        "zip the printed line names, default ./corpusclean-VERSION.zip)",
+    )
+    parser.add_argument(
+        "--print-command",
+        "--dry-run",
+        dest="print_command",
+        action="store_true",
+        help="build the zip and print the complete spark-submit line instead of running it",
+    )
+    parser.add_argument(
+        "--master-ui",
+        metavar="URL",
+        help="a standalone master's web UI (default http://HOST:8080), read to check that the "
+        "job's executors fit on a worker before submitting",
+    )
+    parser.add_argument(
+        "--no-resource-check",
+        action="store_true",
+        help="submit without comparing the job's ask with the master's free resources",
+    )
     parser.add_argument("job", nargs="?", choices=sorted(JOBS), help="the job to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the job's own arguments")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`corpusclean submit --master URL [--properties-file F] JOB ARGS...`."""
+    parser = build_parser()
 
     def body(args: argparse.Namespace) -> int:
         if args.job is None:
@@ -117,15 +239,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("a JOB is required")
         if not args.master:
             parser.error("--master is required")
-        with tempfile.TemporaryDirectory(prefix="corpusclean-submit-") as tmp:
-            py_zip = Path(args.py_zip) if args.py_zip else Path(tmp) / "corpusclean.zip"
-            build_zip(py_zip)
+        if args.print_command:
+            py_zip = Path(args.py_zip or f"corpusclean-{corpusclean.__version__}.zip").absolute()
             cmd = build_command(
                 args.master, args.job, list(args.args), py_zip, args.properties_file, args.conf
             )
-            if args.dry_run:
-                print(" ".join(cmd))
-                return 0
+            build_zip(py_zip)
+            print(shlex.join(cmd))
+            return 0
+        with tempfile.TemporaryDirectory(prefix="corpusclean-submit-") as tmp:
+            py_zip = Path(args.py_zip) if args.py_zip else Path(tmp) / "corpusclean.zip"
+            cmd = build_command(
+                args.master, args.job, list(args.args), py_zip, args.properties_file, args.conf
+            )
+            if not args.no_resource_check:
+                settings = submitted_settings(args.properties_file, args.conf)
+                log.info(JOB, preflight(args.master, args.master_ui, settings))
+            build_zip(py_zip)
+            log.info(JOB, shlex.join(cmd))
             return subprocess.call(cmd)
 
     return run_job(JOB, parser, body, argv)

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -22,106 +18,12 @@ pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 BIN = Path(sys.executable).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
-
-
-def _spark_class() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
-def _start(args: list[str], log: Path) -> subprocess.Popen:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
-    return subprocess.Popen(
-        [_spark_class(), *args],
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,  # its own process group, so teardown stops all it started
-    )
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[str]:
-    logs = tmp_path_factory.mktemp("cluster-logs")
-    port, ui, wport, wui = (_free_port() for _ in range(4))
-    master = _start(
-        [
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--webui-port",
-            str(ui),
-        ],
-        logs / "master.log",
-    )
-    worker = None
-    try:
-        _wait_for_port(port, master)
-        url = f"spark://127.0.0.1:{port}"
-        worker = _start(
-            [
-                "org.apache.spark.deploy.worker.Worker",
-                url,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(wport),
-                "--webui-port",
-                str(wui),
-                "--cores",
-                "2",
-                "--memory",
-                "3g",
-            ],
-            logs / "worker.log",
-        )
-        _wait_for_port(wport, worker)
-        deadline = time.monotonic() + 60
-        while "Successfully registered" not in (logs / "worker.log").read_text():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the worker never registered with the master")
-            time.sleep(0.5)
-        yield url
-    finally:
-        if worker is not None:
-            _stop(worker)
-        _stop(master)
-
-
 def _env() -> dict[str, str]:
     return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
 
 
-def test_clean_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> None:
+def test_clean_on_a_standalone_cluster(standalone_cluster, tmp_path: Path) -> None:
+    cluster = standalone_cluster.url
     raw = tmp_path / "raw"
     generate(raw, 1_500, seed=21)
     out = tmp_path / "clean"
@@ -131,7 +33,9 @@ def test_clean_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> None:
         "--master",
         cluster,
         "--properties-file",
-        str(Path(__file__).parents[2] / "conf/spark/cluster.properties"),
+        "cluster",
+        "--master-ui",
+        standalone_cluster.ui,
         # The test worker has 3 GB: the cluster defaults ask for more per executor.
         "--conf",
         "spark.executor.memory=1g",
