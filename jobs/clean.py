@@ -31,7 +31,7 @@ from corpusclean.jobs.paths import check_output_vs_input, detect_format, preflig
 from corpusclean.jobs.publish import Publisher
 from corpusclean.jobs.report import write_reports
 from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.session import build_session, effective_settings
+from corpusclean.jobs.session import build_session, effective_settings, executor_facts
 from corpusclean.pipelines.content import FeatureSpec, compute_content_features
 from corpusclean.pipelines.dedup import (
     ROW_ID,
@@ -476,6 +476,7 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
             "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
             # What the running session holds for each setting the config asked for.
             "settings": effective_settings(spark, list(cfg.spark)),
+            **executor_facts(spark),
         },
         "seconds": round(time.time() - run.started, 3),
     }

@@ -125,3 +125,13 @@ def effective_settings(spark: SparkSession, keys: list[str]) -> dict[str, str | 
             value = spark.sparkContext.getConf().get(key)
         out[key] = value
     return out
+
+
+def executor_facts(spark: SparkSession) -> dict[str, int]:
+    """Executors registered now (the driver not counted; 0 in local mode) and their cores.
+
+    `defaultParallelism` is the total of the executors' cores on a cluster and N of local[N].
+    """
+    sc = spark.sparkContext
+    executors = sc._jsc.sc().getExecutorIds().size()
+    return {"executors": int(executors), "cores": int(sc.defaultParallelism)}

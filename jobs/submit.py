@@ -31,6 +31,8 @@ from corpusclean.jobs.sparkconf import check_setting, normalise_key, parse_prope
 JOB = "submit"
 JOBS = {"clean": "clean", "pack": "pack", "check": "check", "bench": "bench_loader"}
 _PYCACHE = "__pycache__"
+# The folder name executors unpack the environment archive under (`--archives FILE#env`).
+ENV_ALIAS = "env"
 
 
 def _package_dir(name: str) -> Path:
@@ -127,6 +129,43 @@ def properties_path(name: str) -> Path:
     return path
 
 
+def build_env_archive(dest: Path) -> Path:
+    """A venv-pack archive of the running environment, for executors that have only a JRE.
+
+    pyspark's jars are left out (about 460 MB): executors run the cluster's own Spark JVM and
+    need only pyspark's Python side. The archive's `bin/python` links to the base interpreter
+    this venv was made from, so every node needs that Python at the same path (Spark's Python
+    packaging guide's condition for venv-pack); the README says what to do otherwise.
+    """
+    if sys.prefix == sys.base_prefix:
+        raise CorpusCleanError(
+            f"--env-archive packs a virtual environment, and {sys.prefix} is not one; install "
+            "corpusclean into a venv (python -m venv ENV && ENV/bin/pip install corpusclean)"
+        )
+    try:
+        import venv_pack
+    except ModuleNotFoundError as exc:
+        raise CorpusCleanError("--env-archive needs venv-pack: pip install venv-pack") from exc
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp.tar.gz")
+    jars = Path(sys.prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    exclude = (jars / "site-packages" / "pyspark" / "jars" / "*").relative_to(sys.prefix)
+    try:
+        venv_pack.pack(
+            prefix=sys.prefix,
+            output=str(tmp),
+            format="tar.gz",
+            compress_level=1,  # the archive is rebuilt rarely but shipped often: speed wins
+            filters=[("exclude", str(exclude))],
+            force=True,
+        )
+    except Exception as exc:  # venv-pack's own errors (an editable install, a broken prefix)
+        tmp.unlink(missing_ok=True)
+        raise CorpusCleanError(f"cannot pack the environment {sys.prefix}: {exc}") from exc
+    os.replace(tmp, dest)
+    return dest
+
+
 def spark_submit_path() -> str:
     """The spark-submit that ships with the installed pyspark (or the one on PATH)."""
     import pyspark
@@ -147,21 +186,30 @@ def build_command(
     py_zip: Path,
     properties: str | None,
     confs: Sequence[str] = (),
+    env_archive: Path | None = None,
 ) -> list[str]:
-    """The spark-submit command line for `job`; its job file lives in the installed package."""
+    """The spark-submit command line for `job`; its job file lives in the installed package.
+
+    Executors get Python one of two ways: with `env_archive`, Spark unpacks the archive as
+    `./env` in each executor's folder and runs `./env/bin/python`; without it, they run this
+    interpreter's path, which must exist with the dependencies on every node.
+    """
     if job not in JOBS:
         raise InputError(f"unknown job {job!r}; one of: {', '.join(JOBS)}")
     job_file = _package_dir("corpusclean.jobs") / f"{JOBS[job]}.py"
     cmd = [spark_submit_path(), "--master", master, "--py-files", str(py_zip)]
     if properties:
         cmd += ["--properties-file", str(properties_path(properties))]
-    # Executors must use an interpreter with the package's dependencies (pyarrow, numpy).
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    driver_python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    executor_python = driver_python
+    if env_archive is not None:
+        cmd += ["--archives", f"{env_archive}#{ENV_ALIAS}"]
+        executor_python = f"./{ENV_ALIAS}/bin/python"
     cmd += [
         "--conf",
-        f"spark.pyspark.python={python}",
+        f"spark.pyspark.python={executor_python}",
         "--conf",
-        f"spark.pyspark.driver.python={python}",
+        f"spark.pyspark.driver.python={driver_python}",
     ]
     for item in confs:
         key, sep, value = item.partition("=")
@@ -185,6 +233,17 @@ def submitted_settings(properties: str | None, confs: Sequence[str]) -> dict[str
     return settings
 
 
+def _ensure_archive(archive: Path | None) -> None:
+    if archive is None:
+        return
+    if archive.is_file():
+        log.info(JOB, f"executors' Python: {archive} (as it is; delete it to pack it again)")
+        return
+    log.info(JOB, f"packing this environment ({sys.prefix}) into {archive} for the executors")
+    build_env_archive(archive)
+    log.info(JOB, f"packed {archive.stat().st_size / 1e6:,.0f} MB")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Arguments of `corpusclean submit`."""
     parser = new_parser(
@@ -203,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--py-zip",
         help="write the package zip here (alone: build it and exit; with --print-command: the "
         "zip the printed line names, default ./corpusclean-VERSION.zip)",
+    )
+    parser.add_argument(
+        "--env-archive",
+        metavar="PATH",
+        help="ship this environment to the executors: a venv-pack archive at PATH (built from "
+        "the running venv when PATH does not exist, reused when it does), passed with "
+        "--archives PATH#env and spark.pyspark.python=./env/bin/python",
     )
     parser.add_argument(
         "--print-command",
@@ -233,28 +299,49 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body(args: argparse.Namespace) -> int:
         if args.job is None:
+            # Alone, --py-zip and --env-archive build what they name, for a spark-submit of
+            # the user's own.
+            if not (args.py_zip or args.env_archive):
+                parser.error("a JOB is required")
             if args.py_zip:
                 print(build_zip(Path(args.py_zip)))
-                return 0
-            parser.error("a JOB is required")
+            if args.env_archive:
+                _ensure_archive(Path(args.env_archive).absolute())
+                print(Path(args.env_archive).absolute())
+            return 0
         if not args.master:
             parser.error("--master is required")
+        archive = Path(args.env_archive).absolute() if args.env_archive else None
         if args.print_command:
             py_zip = Path(args.py_zip or f"corpusclean-{corpusclean.__version__}.zip").absolute()
             cmd = build_command(
-                args.master, args.job, list(args.args), py_zip, args.properties_file, args.conf
+                args.master,
+                args.job,
+                list(args.args),
+                py_zip,
+                args.properties_file,
+                args.conf,
+                archive,
             )
+            _ensure_archive(archive)
             build_zip(py_zip)
             print(shlex.join(cmd))
             return 0
         with tempfile.TemporaryDirectory(prefix="corpusclean-submit-") as tmp:
             py_zip = Path(args.py_zip) if args.py_zip else Path(tmp) / "corpusclean.zip"
             cmd = build_command(
-                args.master, args.job, list(args.args), py_zip, args.properties_file, args.conf
+                args.master,
+                args.job,
+                list(args.args),
+                py_zip,
+                args.properties_file,
+                args.conf,
+                archive,
             )
             if not args.no_resource_check:
                 settings = submitted_settings(args.properties_file, args.conf)
                 log.info(JOB, preflight(args.master, args.master_ui, settings))
+            _ensure_archive(archive)
             build_zip(py_zip)
             log.info(JOB, shlex.join(cmd))
             return subprocess.call(cmd)

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import venv
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 # Workers must run this interpreter, the one that has corpusclean installed.
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+CHECKOUT = Path(__file__).parents[1]
 # Spark binds to loopback only: tests never listen on an external interface.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -87,60 +89,154 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-@dataclass(frozen=True)
 class Cluster:
-    """A running standalone cluster: its master URL and the master's web UI."""
+    """A standalone master and workers on 127.0.0.1, each process group stopped by its pid."""
 
-    url: str
-    ui: str
+    def __init__(self, logs: Path, workers: int, cores: int, memory: str) -> None:
+        self.logs = logs
+        self.cores, self.memory = cores, memory
+        port, ui = _free_port(), _free_port()
+        self.url = f"spark://127.0.0.1:{port}"
+        self.ui = f"http://127.0.0.1:{ui}"
+        self.master = _start(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            logs / "master.log",
+        )
+        self.workers: list[subprocess.Popen | None] = [None] * workers
+        # Each executor runs in WORK_DIR/APP_ID/EXECUTOR_ID of the worker that started it.
+        self.work_dirs: list[Path | None] = [None] * workers
+        self._started = 0
+        try:
+            _wait_for_port(port, self.master)
+            for i in range(workers):
+                self.start_worker(i)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_worker(self, i: int) -> None:
+        """Start worker `i` (again) and wait until the master has registered it."""
+        self._started += 1
+        log = self.logs / f"worker-{i}-{self._started}.log"
+        self.work_dirs[i] = self.logs / f"work-{i}-{self._started}"
+        port = _free_port()
+        proc = _start(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                self.url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(_free_port()),
+                "--cores",
+                str(self.cores),
+                "--memory",
+                self.memory,
+                "--work-dir",
+                str(self.work_dirs[i]),
+            ],
+            log,
+        )
+        self.workers[i] = proc
+        _wait_for_port(port, proc)
+        deadline = time.monotonic() + 60
+        while "Successfully registered" not in log.read_text():
+            if time.monotonic() > deadline:
+                raise TimeoutError("a worker never registered with the master")
+            time.sleep(0.5)
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker `i` and the executors it started (one process group)."""
+        proc = self.workers[i]
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def worker_of(self, app_id: str, executor_id: str) -> int | None:
+        """Which worker started an application's executor."""
+        for i, work in enumerate(self.work_dirs):
+            if work is not None and (work / app_id / executor_id).is_dir():
+                return i
+        return None
+
+    def alive_workers(self) -> int:
+        """How many workers the master lists as ALIVE."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.ui}/json/", timeout=5) as resp:
+            state = json.loads(resp.read())
+        return sum(1 for w in state["workers"] if w["state"] == "ALIVE")
+
+    def stop(self) -> None:
+        """Stop every worker, then the master."""
+        for proc in self.workers:
+            if proc is not None:
+                _stop(proc)
+        _stop(self.master)
 
 
 @pytest.fixture(scope="session")
 def standalone_cluster(tmp_path_factory) -> Iterator[Cluster]:
-    """A standalone master and one worker (2 cores, 3 GB) on 127.0.0.1, stopped by pid."""
-    logs = tmp_path_factory.mktemp("cluster-logs")
-    port, ui, wport, wui = (_free_port() for _ in range(4))
-    master = _start(
-        [
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--webui-port",
-            str(ui),
-        ],
-        logs / "master.log",
-    )
-    worker = None
+    """A standalone master and two workers (1 core, 3 GB each) on 127.0.0.1."""
+    cluster = Cluster(tmp_path_factory.mktemp("cluster"), workers=2, cores=1, memory="3g")
     try:
-        _wait_for_port(port, master)
-        url = f"spark://127.0.0.1:{port}"
-        worker = _start(
-            [
-                "org.apache.spark.deploy.worker.Worker",
-                url,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(wport),
-                "--webui-port",
-                str(wui),
-                "--cores",
-                "2",
-                "--memory",
-                "3g",
-            ],
-            logs / "worker.log",
-        )
-        _wait_for_port(wport, worker)
-        deadline = time.monotonic() + 60
-        while "Successfully registered" not in (logs / "worker.log").read_text():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the worker never registered with the master")
-            time.sleep(0.5)
-        yield Cluster(url, f"http://127.0.0.1:{ui}")
+        yield cluster
     finally:
-        if worker is not None:
-            _stop(worker)
-        _stop(master)
+        cluster.stop()
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A fresh venv holding only a wheel of this checkout and its dependencies."""
+
+    bin: Path
+    wheel: Path
+
+    def run(
+        self, *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        """`corpusclean ARGS...` from `cwd`, with an environment that names no checkout."""
+        clean_env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "PYTHONPATH"))
+        }
+        clean_env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        clean_env.update(env or {})
+        return subprocess.run(
+            [str(self.bin / "corpusclean"), *args],
+            cwd=cwd,
+            env=clean_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Iterator[Installed]:
+    """The package as a user gets it: `pip install corpusclean-*.whl` into a new venv."""
+    root = tmp_path_factory.mktemp("installed")
+    wheels = root / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(CHECKOUT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = wheels.glob("corpusclean-*.whl")
+    env_dir = root / "venv"
+    venv.create(env_dir, with_pip=True)
+    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)]
+    proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    yield Installed(env_dir / "bin", wheel)
