@@ -31,7 +31,12 @@ from corpusclean.jobs.paths import check_output_vs_input, detect_format, preflig
 from corpusclean.jobs.publish import Publisher
 from corpusclean.jobs.report import write_reports
 from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.session import build_session, effective_settings, executor_facts
+from corpusclean.jobs.session import (
+    build_session,
+    check_shared_output,
+    effective_settings,
+    executor_facts,
+)
 from corpusclean.pipelines.content import FeatureSpec, compute_content_features
 from corpusclean.pipelines.dedup import (
     ROW_ID,
@@ -517,6 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
         preflight_paths([args.input], args.output, cfg.input.format)
         spark = build_session("corpusclean-clean", cfg.spark)
+        check_shared_output(spark, args.output)
         run = clean(spark, args.input, args.output, cfg)
         summary = {
             "input_rows": run.input_rows,

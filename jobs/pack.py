@@ -289,7 +289,7 @@ def pack(
     input_dir: str, output_dir: str, config: PackConfig, overwrite: bool = False
 ) -> PackResult:
     """Pack a published clean output into WebDataset shards; resumes an unfinished run."""
-    from corpusclean.jobs.session import build_session
+    from corpusclean.jobs.session import build_session, check_shared_output
 
     source = open_source(input_dir)
     check_output_vs_input([str(source.path)], output_dir)
@@ -309,6 +309,7 @@ def pack(
     seconds: dict[str, float] = {}
     if source.files:
         spark = build_session("corpusclean-pack", config.spark)
+        check_shared_output(spark, str(out))
         scan_conf = {} if shard_cfg.shuffle else _whole_file_scan(source)
         with _session_conf(spark, scan_conf):
             n_shards, docs, written, seconds = _pack_units(

@@ -135,3 +135,40 @@ def executor_facts(spark: SparkSession) -> dict[str, int]:
     sc = spark.sparkContext
     executors = sc._jsc.sc().getExecutorIds().size()
     return {"executors": int(executors), "cores": int(sc.defaultParallelism)}
+
+
+def _sees(path: str) -> tuple[str, bool]:
+    import socket
+
+    return socket.gethostname(), os.path.exists(path)
+
+
+def check_shared_output(spark: SparkSession, output: str) -> None:
+    """On a cluster, refuse an output folder the executors cannot see, before any work.
+
+    Executors write the output's files and the driver renames them into place, so both must
+    see one filesystem (NFS, Lustre, GPFS...). A probe file made by the driver beside the output
+    is looked for by a few tasks; a node that does not see it is named in the error.
+    """
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return
+    import secrets
+
+    from corpusclean.jobs.errors import InputError
+
+    parent = Path(output.removeprefix("file://")).expanduser().absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    probe = parent / f".corpusclean-probe-{secrets.token_hex(6)}"
+    probe.write_bytes(b"")
+    try:
+        tasks = max(2, int(sc.defaultParallelism))
+        seen = sc.parallelize(range(tasks), tasks).map(lambda _: _sees(str(probe))).collect()
+    finally:
+        probe.unlink(missing_ok=True)
+    blind = sorted({host for host, ok in seen if not ok})
+    if blind:
+        raise InputError(
+            f"output {output}: executors on {', '.join(blind)} do not see {parent}; on a "
+            "cluster the output must be on a filesystem every node mounts (NFS, Lustre, GPFS)"
+        )
