@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clean import OUT, ensure_sample  # noqa: E402  (the sibling bench module)
+from clean import OUT, ensure_sample
 
 PREFIX = "corpusclean clean: "
 PROJECT_DOCS = (100_000_000, 1_000_000_000, 10_000_000_000)
