@@ -24,7 +24,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clean import OUT, ensure_sample
 
 PREFIX = "corpusclean clean: "
