@@ -31,6 +31,21 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def console_progress(conf: dict[str, str], tty: bool | None = None) -> dict[str, str]:
+    """Spark's carriage-return progress bar only on a terminal (it garbles logs), unless set."""
+    key = "spark.ui.showConsoleProgress"
+    if key in conf or (under_spark_submit() and _submitted_conf_has(key)):
+        return {}
+    return {key: str(sys.stderr.isatty() if tty is None else tty).lower()}
+
+
+def _submitted_conf_has(key: str) -> bool:
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # joins spark-submit's JVM, which holds its --conf
+    return SparkConf().contains(key)
+
+
 def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession for a job; reuses the active one (tests, notebooks) if there is one."""
     active = SparkSession.getActiveSession()
@@ -49,6 +64,7 @@ def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> Sp
     builder = SparkSession.builder.appName(app_name)
     settings: dict[str, str] = {} if under_spark_submit() else read_properties("local")
     settings.update(conf)
+    settings.update(console_progress(conf))
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
