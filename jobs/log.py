@@ -169,17 +169,21 @@ class TaskProgress:
         self.clock = clock
         self.started = clock()
         self._first: dict[int, tuple[float, int]] = {}
+        self._idle = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def line(self) -> str:
-        """The progress line for the tracker's state now."""
+    def line(self) -> str | None:
+        """The progress line for the tracker's state now; None for a repeated idle line."""
         now = self.clock()
         elapsed = fmt_seconds(now - self.started)
         ids = sorted(self.tracker.getActiveStageIds())
         stages = [(i, s) for i in ids if (s := self.tracker.getStageInfo(i)) is not None]
         if not stages:
-            return f"running {elapsed}: no Spark stage active"
+            # Between Spark jobs (driver work): said once, not every interval.
+            was_idle, self._idle = self._idle, True
+            return None if was_idle else f"running {elapsed}: no Spark stage active"
+        self._idle = False
         done = total = 0
         etas: list[float | None] = []
         for stage_id, stage in stages:
@@ -201,7 +205,8 @@ class TaskProgress:
             text = self.line()
         except Exception:  # the line is a courtesy: never let it fail the job
             return
-        self.emit(text)
+        if text is not None:
+            self.emit(text)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

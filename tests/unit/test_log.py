@@ -149,6 +149,7 @@ def test_task_progress_counts_tasks_and_estimates_the_eta() -> None:
     tracker, clock, lines = FakeTracker(), FakeClock(), []
     reporter = log.TaskProgress(tracker, lines.append, interval=10, clock=clock)
     reporter.tick()
+    reporter.tick()  # still idle: not repeated
     tracker.stages[3] = FakeStage(100, 10)
     clock.now += 10
     reporter.tick()  # first sight of stage 3: no rate yet
@@ -157,7 +158,9 @@ def test_task_progress_counts_tasks_and_estimates_the_eta() -> None:
     reporter.tick()
     tracker.stages[4] = FakeStage(50, 0)  # a second stage without a rate: ETA unknown
     reporter.tick()
-    del tracker.stages[4]
+    tracker.stages.clear()
+    reporter.tick()  # idle again: said once more
+    reporter.tick()
     tracker.fail = True
     reporter.tick()  # a failing tracker prints nothing and raises nothing
     assert lines == [
@@ -165,6 +168,7 @@ def test_task_progress_counts_tasks_and_estimates_the_eta() -> None:
         "running 10.0s: Spark stage 3: 10/100 tasks (10%), ETA ?",
         "running 20.0s: Spark stage 3: 30/100 tasks (30%), ETA 35.0s",
         "running 20.0s: Spark stages 3,4: 30/150 tasks (20%), ETA ?",
+        "running 20.0s: no Spark stage active",
     ]
 
 
