@@ -1020,7 +1020,7 @@ def _body(args: Any) -> int:
         raise UsageError("--shards SHARD_DIR is required")
     report, out = run_bench(cfg, args.shards, args.output)
     print(render_table(report))
-    print(f"wrote {out}" + (f" and {report['chart']}" if report.get("chart") else ""))
+    log.info(JOB, f"wrote {out}" + (f" and {report['chart']}" if report.get("chart") else ""))
     print(report["verdict"])
     if report["verdict"].startswith("STARVED") and cfg.bench.fail_on_starved:
         raise RejectedError(f"{report['verdict']} (bench.fail_on_starved=true)")

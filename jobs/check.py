@@ -18,8 +18,9 @@ import yaml
 
 from corpusclean.jobs import log
 from corpusclean.jobs.config import CleanConfig, load_config
-from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
+from corpusclean.jobs.errors import ConfigError, InputError, RejectedError, UsageError
 from corpusclean.jobs.paths import detect_format, is_remote, resolved
+from corpusclean.jobs.publish import MARKER, SUCCESS
 from corpusclean.jobs.runner import new_parser, run_job
 
 JOB = "check"
@@ -34,8 +35,14 @@ suite, or raw documents (a Parquet/JSON Lines file, folder or glob) with raw_doc
 come from DIR/report.json for a clean output (its config and row counts) and from the clean
 config (--config, --set) for raw input; --param overrides any suite parameter.
 
+The JSON result goes to --report, by default beside the input (DIR.check.json), never into a
+published output (a folder with _SUCCESS or _corpusclean.json); --junit writes JUnit XML too:
+a warning is a passing test case with its text in system-out, a failure under --strict.
+A pack output (index.json, shard-*.tar) is not checked here: use `corpusclean pack --verify`.
+
 Exit codes: 0 no critical check failed (warnings allowed), 3 a critical check failed (or a
-warning with --strict), 1 unreadable input or suite, or a check that could not run.
+warning with --strict), 1 unreadable input or suite, or a check that could not run,
+2 usage (a pack output given as --input).
 """
 
 
@@ -59,9 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--report",
-        help="where to write the JSON result (default: DIR/check.json for a clean output; for "
-        "raw input INPUT.check.json beside the file or folder, never inside it, and "
-        "./check.json for a glob or remote input)",
+        help="where to write the JSON result (default: INPUT.check.json beside the clean "
+        "output, file or folder, never inside it, and ./check.json for a glob or remote input; "
+        "a default that would land in a published output moves beside it)",
+    )
+    parser.add_argument(
+        "--junit",
+        metavar="PATH",
+        help="also write the result as JUnit XML (one test case per check) for CI",
     )
     parser.add_argument(
         "--param",
@@ -151,18 +163,55 @@ def parse_params(items: Sequence[str]) -> dict[str, object]:
 
 
 def default_report_path(input_path: str, clean_output: bool) -> Path:
-    """DIR/check.json for a clean output; beside a raw input, never inside it."""
-    if clean_output:
-        return Path(input_path.removeprefix("file://")) / REPORT_NAME
+    """INPUT.check.json beside the input, never inside it nor inside a published output."""
     if is_remote(input_path) or any(ch in input_path for ch in "*?["):
-        return Path.cwd() / REPORT_NAME
-    p = resolved(input_path)
-    return p.parent / f"{p.name}.{REPORT_NAME}"
+        path = Path.cwd() / REPORT_NAME
+    else:
+        p = resolved(input_path)
+        path = p.parent / f"{p.name}.{REPORT_NAME}"
+    published = published_outputs(path)
+    if not published:
+        return path
+    # Beside the outermost published folder, named after where it would have gone.
+    top = published[-1]
+    rel = path.parent.relative_to(top).parts
+    return top.parent / ".".join((top.name, *rel, path.name))
 
 
-def check_report_path(report: Path, input_path: str, clean_output: bool) -> None:
-    """Refuse a report path that would land inside data a job reads."""
+def published_outputs(path: Path) -> list[Path]:
+    """The published outputs (folders with _SUCCESS or _corpusclean.json) that hold `path`.
+
+    Nearest first. A published folder changes only by a new publish: a file written into it
+    would be read as part of it (and a clean output's _SUCCESS vouches for what is there).
+    """
+    out = path.expanduser().resolve()
+    return [
+        folder
+        for folder in out.parents
+        if any((folder / name).is_file() for name in (SUCCESS, MARKER))
+    ]
+
+
+def is_pack_output(path: str) -> bool:
+    """True for a local folder `corpusclean pack` writes (index.json or shard-*.tar)."""
+    if is_remote(path):
+        return False
+    p = Path(path.removeprefix("file://"))
+    return p.is_dir() and ((p / "index.json").is_file() or any(p.glob("shard-*.tar")))
+
+
+def check_report_path(
+    report: Path, input_path: str, clean_output: bool, flag: str = "--report"
+) -> None:
+    """Refuse a report path that would land inside data a job reads or a published output."""
     out = report.expanduser().resolve()
+    published = published_outputs(out)
+    if published:
+        raise InputError(
+            f"{flag} {report} is inside the published output {published[0]}, which only a new "
+            f"publish may change; write it elsewhere, e.g. {flag} "
+            f"{published[-1].parent / (published[-1].name + '.' + out.name)}"
+        )
     if clean_output:
         base = resolved(input_path)
         protected = [base / name for name in _DATA_FOLDERS]
@@ -173,7 +222,7 @@ def check_report_path(report: Path, input_path: str, clean_output: bool) -> None
     for folder in protected:
         if out == folder or folder in out.parents:
             raise InputError(
-                f"--report {report} is inside {folder}, which is read as data; "
+                f"{flag} {report} is inside {folder}, which is read as data; "
                 "write it somewhere else"
             )
 
@@ -246,6 +295,11 @@ def check(args: argparse.Namespace) -> int:
     from corpusclean.schemas import DUPLICATES
 
     input_path: str = args.input
+    if is_pack_output(input_path):
+        raise UsageError(
+            f"{input_path} is a pack output (index.json, shard-*.tar); check validates documents: "
+            f"verify shards with `corpusclean pack --verify {input_path}`"
+        )
     clean_output = is_clean_output(input_path)
     local_path = not is_remote(input_path) and not any(c in input_path for c in "*?[")
     if local_path and not Path(input_path.removeprefix("file://")).exists():
@@ -276,6 +330,9 @@ def check(args: argparse.Namespace) -> int:
         Path(args.report) if args.report else default_report_path(input_path, clean_output)
     )
     check_report_path(report_path, input_path, clean_output)
+    junit_path = Path(args.junit) if args.junit else None
+    if junit_path is not None:
+        check_report_path(junit_path, input_path, clean_output, "--junit")
 
     from corpusclean.jobs.clean import read_input
     from corpusclean.jobs.session import build_session
@@ -304,6 +361,11 @@ def check(args: argparse.Namespace) -> int:
         print(format_line(record))
     write_json(report_path, out)
     log.info(JOB, f"wrote {report_path}")
+    if junit_path is not None:
+        from corpusclean.jobs.junit import write_junit
+
+        write_junit(junit_path, out, args.strict)
+        log.info(JOB, f"wrote {junit_path}")
     if errors:
         names = ", ".join(f"{r['name']}: {r['error']}" for r in errors)
         raise InputError(f"{len(errors)} check(s) could not run ({names[:400]})")

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pyspark.sql.functions as F
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.types import NumericType, StringType, TimestampType
 
@@ -58,6 +57,8 @@ from corpusclean.pipelines.rules import REASON, TEXT_LEN, mark_row_rules
 
 JOB = "clean"
 ROW_HASH = "_row_hash"
+# The read pass's observation also counts the rows the row rules reject.
+_RULES_REJECTED = "__rules_rejected"
 
 
 @dataclass
@@ -104,10 +105,8 @@ class Run:
     started: float = field(default_factory=time.time)
 
     def stage(self, stage: Stage) -> None:
+        """Add a line to the report's funnel (its progress lines are printed as it runs)."""
         self.stages.append(stage)
-        rows = f"{log.fmt_rows(stage.rows_in)} -> {log.fmt_rows(stage.rows_out)} rows"
-        note = f" ({stage.note})" if stage.note else ""
-        log.info(JOB, f"{stage.name:<10} {rows} in {stage.seconds:.1f}s{note}")
 
 
 def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
@@ -240,19 +239,26 @@ def _execute(
         )
     )
 
-    # Pass 1: every statistic and feature that needs the full rows, in one scan.
-    t0 = time.perf_counter()
-    stats = Observation("missing")
-    observed = marked.observe(stats, *missing_value_aggregates(raw.schema, median_cols))
+    # Pass 1: every statistic and feature that needs the full rows, in one scan. The row
+    # rules' count rides on the same observation, so their line needs no pass of its own.
     minhash = _minhash_params(cfg) if cfg.near_dedup.enabled else None
-    narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, *_order_columns(cfg)]
-    features = observed.select(*[F.col(f"`{c}`") for c in dict.fromkeys(narrow)], text_col)
-    spec = FeatureSpec(text_col=text_col, valid_col=REASON, minhash=minhash)
-    features.transform(lambda d: compute_content_features(d, spec)).write.mode("overwrite").parquet(
-        str(work / "features")
-    )
-    metrics = stats.get
-    run.input_rows = int(metrics["__rows"])
+    with log.stage(JOB, "read", spark=spark) as st:
+        stats = Observation("missing")
+        observed = marked.observe(
+            stats,
+            *missing_value_aggregates(raw.schema, median_cols),
+            F.sum(F.col(REASON).isNotNull().cast("long")).alias(_RULES_REJECTED),
+        )
+        narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, *_order_columns(cfg)]
+        features = observed.select(*[F.col(f"`{c}`") for c in dict.fromkeys(narrow)], text_col)
+        spec = FeatureSpec(text_col=text_col, valid_col=REASON, minhash=minhash)
+        features.transform(lambda d: compute_content_features(d, spec)).write.mode(
+            "overwrite"
+        ).parquet(str(work / "features"))
+        metrics = stats.get
+        run.input_rows = st.rows_out = int(metrics["__rows"])
+        st.note = "one pass: stats, rules, features"
+    run.stage(Stage("read", None, run.input_rows, st.seconds, st.note))
     if run.input_rows == 0:
         raise InputError(f"input {run.input_path} holds no rows")
     run.columns = summarise_missing(metrics, raw.schema, cfg.missing.review_threshold)
@@ -262,15 +268,6 @@ def _execute(
         if metrics.get(f"{c}__median") is not None
     }
     run.flagged = [name for name, col in run.columns.items() if col["flagged"]]
-    run.stage(
-        Stage(
-            "read",
-            None,
-            run.input_rows,
-            time.perf_counter() - t0,
-            "one pass: stats, rules, features",
-        )
-    )
     for name in run.flagged:
         c = run.columns[name]
         log.warn(
@@ -279,9 +276,12 @@ def _execute(
             f"blank {c['empty_rate']:.1%}) > {cfg.missing.review_threshold:.0%}: "
             "flagged for manual review",
         )
+    n = run.input_rows
+    after_rules = n - int(metrics.get(_RULES_REJECTED) or 0)
+    _stage_within(run, "rules", n, after_rules, "computed in the read pass")
 
-    # Decisions on the narrow frame.
-    t1 = time.perf_counter()
+    # Decisions on the narrow frame: doc_id and exact dedup in one write, counted by an
+    # observation on that write (no pass of their own); near dedup then reads them back.
     feats = spark.read.parquet(str(work / "features"))
     light = feats.drop(*[c for c in ("_minhash", "_bands", "_shingles") if c in feats.columns])
     decided = light.transform(start_stages).transform(
@@ -295,112 +295,111 @@ def _execute(
         )
     else:
         decided = decided.withColumn("_exact_cluster", F.lit(None).cast("string"))
-    decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
-    dedup_seconds = time.perf_counter() - t1
+    near_on = cfg.near_dedup.enabled
+    # Without near dedup these are the final decisions.
+    dedup_path = work / ("dedup" if near_on else "decisions")
+    with log.stage(JOB, "doc_id", rows_in=after_rules, spark=spark) as st:
+        counted = Observation("dedup")
+        decided.observe(counted, *stage_funnel_aggregates()).write.mode("overwrite").parquet(
+            str(dedup_path)
+        )
+        funnel = counted.get
+        after_docid = after_rules - int(funnel.get("doc_id") or 0)
+        st.rows_out = after_docid
+        if cfg.exact_dedup.enabled:
+            st.note = "exact dedup computed in the same pass"
+    run.stage(Stage("doc_id", after_rules, after_docid, st.seconds))
+    after_exact = after_docid - int(funnel.get("exact") or 0)
+    _stage_within(
+        run,
+        "exact",
+        after_docid,
+        after_exact,
+        "computed with doc_id" if cfg.exact_dedup.enabled else "disabled",
+    )
+    decisions = spark.read.parquet(str(dedup_path))
 
-    if cfg.near_dedup.enabled:
+    if near_on:
         from corpusclean.jobs.near import run_near_dedup
 
-        t2 = time.perf_counter()
-        live = decided.filter(F.col(STAGE).isNull()).select(ROW_ID)
-        candidates = feats.join(live, ROW_ID, "left_semi")
-        clusters, run.near = run_near_dedup(
-            spark,
-            candidates,
-            id_col,
-            minhash,
-            cfg,
-            work / "near",
-            texts=marked.select(ROW_ID, text_col),
-        )
-        decided = decided.transform(lambda d: apply_near_clusters(d, clusters, id_col))
-        near_seconds = time.perf_counter() - t2
+        with log.stage(JOB, "near", rows_in=after_exact, spark=spark) as st:
+            live = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
+            candidates = feats.join(live, ROW_ID, "left_semi")
+            clusters, run.near = run_near_dedup(
+                spark,
+                candidates,
+                id_col,
+                minhash,
+                cfg,
+                work / "near",
+                texts=marked.select(ROW_ID, text_col),
+            )
+            counted = Observation("near")
+            decisions.transform(lambda d: apply_near_clusters(d, clusters, id_col)).observe(
+                counted, *stage_funnel_aggregates()
+            ).write.mode("overwrite").parquet(str(work / "decisions"))
+            funnel = counted.get
+            st.rows_out = after_exact - int(funnel.get("near") or 0)
+        near_seconds = st.seconds
+        decisions = spark.read.parquet(str(work / "decisions"))
     else:
         near_seconds = 0.0
         run.near = {"enabled": False, "ran": False}
-
-    # Materialise the final decisions once: the funnel, the duplicates table and the final
-    # join all read them.
-    t3 = time.perf_counter()
-    decided.write.mode("overwrite").parquet(str(work / "decisions"))
-    decided.unpersist()
-    decisions = spark.read.parquet(str(work / "decisions"))
-    funnel = decisions.agg(*stage_funnel_aggregates()).first()
-    assert funnel is not None
-    reasons = {
-        r[REASON]: int(r["n"])
-        for r in decisions.filter(F.col(REASON).isNotNull())
-        .groupBy(REASON)
-        .agg(F.count(F.lit(1)).alias("n"))
-        .collect()
-    }
-    run.rejected = dict(sorted(reasons.items()))
     run.removed = {s: int(funnel[s] or 0) for s in ("rules", "doc_id", "exact", "near")}
-    decide_seconds = time.perf_counter() - t3
-    n = run.input_rows
-    after_rules = n - run.removed["rules"]
-    after_docid = after_rules - run.removed["doc_id"]
-    after_exact = after_docid - run.removed["exact"]
     after_near = after_exact - run.removed["near"]
     run.output_rows = after_near
-    run.stage(Stage("rules", n, after_rules, 0.0, "computed in the read pass"))
-    run.stage(Stage("doc_id", after_rules, after_docid, dedup_seconds + decide_seconds))
-    run.stage(
-        Stage(
-            "exact",
-            after_docid,
-            after_exact,
-            0.0,
-            "computed with doc_id" if cfg.exact_dedup.enabled else "disabled",
-        )
-    )
     run.stage(
         Stage(
             "near",
             after_exact,
             after_near,
             near_seconds,
-            None if cfg.near_dedup.enabled else "disabled",
+            None if near_on else "disabled",
         )
     )
+    if not near_on:
+        log.info(JOB, f"{'near':<10} disabled")
 
     # Write the staged output (a rejected run keeps it for inspection).
-    t4 = time.perf_counter()
-    full = marked
-    kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
-    data = (
-        full.join(kept, ROW_ID, "left_semi")
-        .transform(lambda d: impute_with_medians(d, run.medians))
-        .select(*[F.col(f"`{c}`") for c in input_cols])
-        .sortWithinPartitions(id_col)
-    )
-    data.write.parquet(str(staging / "data"))
-    (
-        full.filter(F.col(REASON).isNotNull())
-        .select(
-            *[F.col(f"`{c}`") for c in input_cols],
-            F.col(REASON).alias("reject_reason"),
-            F.lit("rules").alias("reject_stage"),
+    with log.stage(JOB, "write", rows_in=after_near, spark=spark) as st:
+        reasons = {
+            r[REASON]: int(r["n"])
+            for r in decisions.filter(F.col(REASON).isNotNull())
+            .groupBy(REASON)
+            .agg(F.count(F.lit(1)).alias("n"))
+            .collect()
+        }
+        run.rejected = dict(sorted(reasons.items()))
+        full = marked
+        kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
+        data = (
+            full.join(kept, ROW_ID, "left_semi")
+            .transform(lambda d: impute_with_medians(d, run.medians))
+            .select(*[F.col(f"`{c}`") for c in input_cols])
+            .sortWithinPartitions(id_col)
         )
-        .write.parquet(str(staging / "rejected"))
-    )
-    build_duplicates_table(decisions, id_col).sortWithinPartitions(
-        "cluster_id", "doc_id"
-    ).write.parquet(str(staging / "duplicates"))
-    run.stage(Stage("write", after_near, after_near, time.perf_counter() - t4))
+        data.write.parquet(str(staging / "data"))
+        (
+            full.filter(F.col(REASON).isNotNull())
+            .select(
+                *[F.col(f"`{c}`") for c in input_cols],
+                F.col(REASON).alias("reject_reason"),
+                F.lit("rules").alias("reject_stage"),
+            )
+            .write.parquet(str(staging / "rejected"))
+        )
+        build_duplicates_table(decisions, id_col).sortWithinPartitions(
+            "cluster_id", "doc_id"
+        ).write.parquet(str(staging / "duplicates"))
+        st.rows_out = after_near
+    run.stage(Stage("write", after_near, after_near, st.seconds))
 
     # Gate, then audit, then (in the caller) publish.
     retention = run.output_rows / run.input_rows
     run.gate_passed = retention >= cfg.gate.min_retention
-    run.stage(
-        Stage(
-            "gate",
-            after_near,
-            after_near if run.gate_passed else 0,
-            0.0,
-            f"retention {retention:.2%} vs min {cfg.gate.min_retention:.0%}",
-        )
-    )
+    gate_note = f"retention {retention:.2%} vs min {cfg.gate.min_retention:.0%}"
+    run.stage(Stage("gate", after_near, after_near if run.gate_passed else 0, 0.0, gate_note))
+    log.info(JOB, f"{'gate':<10} {'passed' if run.gate_passed else 'FAILED'}: {gate_note}")
     if run.gate_passed and cfg.audit.enabled:
         run.audit = _audit(spark, run, staging, cfg)
     elif not cfg.audit.enabled:
@@ -424,13 +423,18 @@ def _execute(
         )
 
 
+def _stage_within(run: Run, name: str, rows_in: int, rows_out: int, note: str) -> None:
+    """A stage whose work ran inside another one: its rows now, no seconds of its own."""
+    run.stage(Stage(name, rows_in, rows_out, 0.0, note))
+    log.stage_note(JOB, name, rows_in, rows_out, note)
+
+
 def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> dict[str, Any]:
     """The clean_docs quality suite on the staged output (write-audit-publish)."""
     try:
         from corpusclean.jobs.quality import audit_clean_output
     except ModuleNotFoundError:
         return {"ran": False, "reason": "quality module not installed"}
-    t = time.perf_counter()
     params: dict[str, object] = {
         "id_column": cfg.columns.id,
         "text_column": cfg.columns.text,
@@ -444,10 +448,12 @@ def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> di
         "review_threshold": cfg.missing.review_threshold,
         "exact_dedup": cfg.exact_dedup.enabled,
     }
-    result = audit_clean_output(spark, str(staging), params)
-    result.setdefault("ran", True)
-    verdict = "passed" if result.get("passed") else "FAILED"
-    run.stage(Stage("audit", run.output_rows, run.output_rows, time.perf_counter() - t, verdict))
+    with log.stage(JOB, "audit", rows_in=run.output_rows, spark=spark) as st:
+        result = audit_clean_output(spark, str(staging), params)
+        result.setdefault("ran", True)
+        st.rows_out = run.output_rows
+        st.note = "passed" if result.get("passed") else "FAILED"
+    run.stage(Stage("audit", run.output_rows, run.output_rows, st.seconds, st.note))
     return result
 
 

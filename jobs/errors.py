@@ -26,3 +26,9 @@ class RejectedError(CorpusCleanError):
     """A gate or quality check refused the run: exit 3, nothing published."""
 
     exit_code = EXIT_REJECTED
+
+
+class UsageError(CorpusCleanError):
+    """A command used on something it is not for (e.g. check on a pack output): exit 2."""
+
+    exit_code = EXIT_USAGE

@@ -41,7 +41,8 @@ from pydantic import Field
 
 from corpusclean.jobs.config import Section, SparkSettings, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
-from corpusclean.jobs.log import Timer, fmt_rows, info, warn
+from corpusclean.jobs.log import Timer, described, fmt_rows, info, warn
+from corpusclean.jobs.log import tasks as task_progress
 from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
 from corpusclean.jobs.publish import MARKER, SUCCESS, new_run_id
 from corpusclean.jobs.runner import new_parser, run_job
@@ -311,7 +312,7 @@ def pack(
         spark = build_session("corpusclean-pack", config.spark)
         check_shared_output(spark, str(out))
         scan_conf = {} if shard_cfg.shuffle else _whole_file_scan(source)
-        with _session_conf(spark, scan_conf):
+        with _session_conf(spark, scan_conf), described(spark, JOB, "write"):
             n_shards, docs, written, seconds = _pack_units(
                 spark, source, out, config, fp, resume, rows
             )
@@ -436,8 +437,10 @@ def _pack_units(
                 scan = everything if len(files) == len(paths) else None
                 df, tasks = _file_units(spark, source, columns, config, files, scan)
             results = df.mapInArrow(partial(S.write_unit_parts, spec=spec), S.UNIT_RESULT_SCHEMA)
+            info(JOB, f"write: started ({fmt_rows(rows)} docs, {len(todo):,} units to write)")
             try:
-                finished = results.collect()
+                with task_progress(JOB, "write:", spark):
+                    finished = results.collect()
             except Exception as exc:
                 raise _spark_failure(exc) from exc
             written = sum(int(r["parts"]) for r in finished)

@@ -8,16 +8,54 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
+from corpusclean.jobs import log
 from corpusclean.jobs.errors import EXIT_ERROR, EXIT_USAGE, CorpusCleanError, RejectedError
 
 
 def new_parser(job: str, description: str) -> argparse.ArgumentParser:
-    """An argument parser for `corpusclean JOB` that also accepts `--debug`."""
+    """An argument parser for `corpusclean JOB` with `--debug`, `-q`, `-v` and `--log-level`."""
     parser = argparse.ArgumentParser(prog=f"corpusclean {job}", description=description)
     parser.add_argument(
         "--debug", action="store_true", help="show the full traceback when the job fails"
     )
+    add_log_arguments(parser)
     return parser
+
+
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """`-q`, `-v` and `--log-level` (one of them): how much of the stderr log to show."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "-q",
+        "--quiet",
+        dest="log_level",
+        action="store_const",
+        const="warning",
+        help="only warnings and errors on stderr",
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        dest="log_level",
+        action="store_const",
+        const="debug",
+        help="also debug lines on stderr",
+    )
+    group.add_argument(
+        "--log-level",
+        dest="log_level",
+        type=_level_name,
+        metavar="LEVEL",
+        help="debug | info (the default) | warning | error",
+    )
+
+
+def _level_name(value: str) -> str:
+    try:
+        log.parse_level(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return value
 
 
 def _one_line(exc: BaseException) -> str:
@@ -76,6 +114,19 @@ def run_job(
     debug = bool(getattr(args, "debug", False))
     if debug:
         os.environ["CORPUSCLEAN_DEBUG"] = "1"
+    # A run without a level option keeps the current one: `demo -q` calls other jobs' main().
+    level = getattr(args, "log_level", None)
+    previous = log.set_level(level) if level is not None else None
+    try:
+        return _run_body(job, body, args, debug)
+    finally:
+        if previous is not None:
+            log.set_level(previous)
+
+
+def _run_body(
+    job: str, body: Callable[[argparse.Namespace], int], args: argparse.Namespace, debug: bool
+) -> int:
     try:
         return body(args)
     except SystemExit as exc:  # parser.error() raised from inside the body

@@ -81,6 +81,21 @@ def mark_failed() -> None:
     _state["failed"] = True
 
 
+def console_progress(conf: dict[str, str], tty: bool | None = None) -> dict[str, str]:
+    """Spark's carriage-return progress bar only on a terminal (it garbles logs), unless set."""
+    key = "spark.ui.showConsoleProgress"
+    if key in conf or (under_spark_submit() and _submitted_conf_has(key)):
+        return {}
+    return {key: str(sys.stderr.isatty() if tty is None else tty).lower()}
+
+
+def _submitted_conf_has(key: str) -> bool:
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # joins spark-submit's JVM, which holds its --conf
+    return SparkConf().contains(key)
+
+
 def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession for a job; reuses the active one (tests, notebooks) if there is one."""
     active = SparkSession.getActiveSession()
@@ -105,9 +120,12 @@ def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> Sp
     settings: dict[str, str] = {} if under_spark_submit() else read_properties("local")
     settings.update(conf)
     if not under_spark_submit() and SparkContext._gateway is None and not debugging():
-        # The console bar would only fill the log file with carriage returns.
-        settings.setdefault("spark.ui.showConsoleProgress", "false")
+        # The JVM's stderr goes to the log file: the bar would only fill it with carriage
+        # returns, and corpusclean's own progress lines say the same on the terminal.
+        settings.update(console_progress(conf, tty=False))
         _launch_jvm(settings, app_name)
+    else:
+        settings.update(console_progress(conf))
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -87,6 +87,11 @@ def _clean_output(
     return folder
 
 
+def _default_report(folder: Path) -> Path:
+    """Where check writes its JSON by default: beside the folder, never inside it."""
+    return folder.parent / f"{folder.name}.check.json"
+
+
 def _by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in result["checks"]}
 
@@ -96,7 +101,7 @@ def test_good_output_passes_every_check_and_writes_check_json(
 ) -> None:
     out = _clean_output(tmp_path / "clean", GOOD, GOOD_DUPS)
     assert check.main(["--input", str(out)]) == 0
-    report = json.loads((out / "check.json").read_text())
+    report = json.loads(_default_report(out).read_text())
     assert report["suite"] == "clean_docs" and report["verdict"] == "pass"
     assert report["passed"] is True and report["highest_failed_severity"] is None
     assert isinstance(report["seconds"], float)
@@ -198,7 +203,7 @@ def test_warning_only_failures_exit_0_and_3_with_strict(
     docs = [*GOOD[:7], ("d7", "\ufffd" * 30 + _text(7), "fr", "u")]
     out = _clean_output(tmp_path / "clean", docs, [])
     assert check.main(["--input", str(out)]) == 0
-    report = json.loads((out / "check.json").read_text())
+    report = json.loads(_default_report(out).read_text())
     assert report["passed"] is True and report["highest_failed_severity"] == "warning"
     assert {r["name"] for r in report["checks"] if r["status"] == "warn"} == {
         "charset_sanity",
@@ -223,7 +228,7 @@ def test_critical_failure_exits_3_naming_check_and_column(
     assert check.main(["--input", str(out)]) == 3
     err = capsys.readouterr().err
     assert "rejected" in err and "doc_id_unique (doc_id)" in err
-    assert json.loads((out / "check.json").read_text())["verdict"] == "fail"
+    assert json.loads(_default_report(out).read_text())["verdict"] == "fail"
 
 
 def test_audit_rejects_a_staged_output_and_never_raises(spark: Any, tmp_path: Path) -> None:
@@ -268,9 +273,125 @@ def test_unreadable_input_or_suite_exits_1(spark: Any, tmp_path: Path) -> None:
     )
     out = _clean_output(tmp_path / "clean", GOOD, GOOD_DUPS)
     assert check.main(["--input", str(out), "--suite", str(bad_suite)]) == 1
-    assert not (out / "check.json").exists()
+    assert not (out / "check.json").exists() and not _default_report(out).exists()
     broken = tmp_path / "broken"
     (broken / "data").mkdir(parents=True)
     (broken / "data" / "part-0.parquet").write_bytes(b"not parquet at all")
     (broken / "report.json").write_text("{}")
     assert check.main(["--input", str(broken)]) == 1
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def test_check_never_writes_into_a_published_output(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _clean_output(tmp_path / "clean", GOOD, GOOD_DUPS)
+    before = _tree(out)
+    junit = tmp_path / "ci" / "check.xml"
+    assert check.main(["--input", str(out), "--junit", str(junit)]) == 0
+    assert _tree(out) == before, "the published folder is unchanged"
+    assert _default_report(out).is_file() and junit.is_file()
+    capsys.readouterr()
+    for flag, name in (("--report", "check.json"), ("--junit", "check.xml")):
+        inside = out / name
+        assert check.main(["--input", str(out), flag, str(inside)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"corpusclean check: error: {flag} {inside} is inside the published output {out}, "
+            f"which only a new publish may change; write it elsewhere, e.g. {flag} "
+            f"{tmp_path / ('clean.' + name)}"
+        ]
+    assert _tree(out) == before
+
+
+def test_default_report_path_stays_out_of_published_outputs(tmp_path: Path) -> None:
+    out = _clean_output(tmp_path / "clean", GOOD, GOOD_DUPS)
+    assert check.default_report_path(str(out), True) == tmp_path / "clean.check.json"
+    # Raw input inside a published output: beside the outermost published folder instead.
+    assert check.default_report_path(str(out / "data"), False) == tmp_path / "clean.data.check.json"
+    nested = out / "data" / "part-00000.parquet"
+    assert check.default_report_path(str(nested), False) == (
+        tmp_path / "clean.data.part-00000.parquet.check.json"
+    )
+    staged = tmp_path / "staged"
+    (staged / "data").mkdir(parents=True)
+    assert check.default_report_path(str(staged / "data"), False) == staged / "data.check.json"
+
+
+def test_check_on_a_pack_output_points_to_pack_verify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "index.json").write_text("{}")
+    (shards / "shard-000000.tar").write_bytes(b"")
+    (shards / "_corpusclean.json").write_text('{"job": "pack"}')
+    before = _tree(shards)
+    assert check.main(["--input", str(shards)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"corpusclean check: error: {shards} is a pack output (index.json, shard-*.tar); check "
+        f"validates documents: verify shards with `corpusclean pack --verify {shards}`"
+    ]
+    assert _tree(shards) == before
+    assert not (tmp_path / "shards.check.json").exists()
+
+
+def _junit(path: Path) -> tuple[Any, dict[str, Any]]:
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(path).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    return suite, cases
+
+
+def test_junit_has_one_testcase_per_check_with_failures_skips_and_warnings(
+    spark: Any, tmp_path: Path
+) -> None:
+    # One critical failure (a duplicate doc_id), one warning (charset), lang_allowed skipped.
+    docs = [*GOOD[:7], ("d0", "\ufffd" * 30 + _text(7), "fr", "u")]
+    report = _report(9, 8, audit={"allowed_langs": []})
+    out = _clean_output(tmp_path / "clean", docs, [], report)
+    junit = tmp_path / "junit.xml"
+    assert check.main(["--input", str(out), "--junit", str(junit)]) == 3
+    result = json.loads(_default_report(out).read_text())
+    suite, cases = _junit(junit)
+    records = _by_name(result)
+    assert list(cases) == [r["name"] for r in result["checks"]]
+    statuses = [r["status"] for r in result["checks"]]
+    assert suite.get("tests") == str(len(records))
+    assert suite.get("failures") == str(statuses.count("fail")) == "1"
+    assert suite.get("skipped") == str(statuses.count("skip"))
+    assert suite.get("errors") == "0"
+    failure = cases["doc_id_unique"].find("failure")
+    assert failure is not None and failure.get("type") == "critical"
+    observed = records["doc_id_unique"]["observed"]
+    assert failure.get("message") == f"doc_id_unique (doc_id) fail, observed={observed}, e.g. d0"
+    assert "examples: d0" in (failure.text or "")
+    assert cases["lang_allowed"].find("skipped") is not None
+    warned = cases["charset_sanity"]
+    assert warned.find("failure") is None, "a warning passes without --strict"
+    assert "WARNING: charset_sanity (text) warn" in (warned.findtext("system-out") or "")
+
+    strict = tmp_path / "strict.xml"
+    args = [
+        "--input",
+        str(out),
+        "--strict",
+        "--junit",
+        str(strict),
+        "--report",
+        str(tmp_path / "s.json"),
+    ]
+    assert check.main(args) == 3
+    suite, cases = _junit(strict)
+    assert suite.get("failures") == "2"
+    assert cases["charset_sanity"].find("failure").get("type") == "warning"

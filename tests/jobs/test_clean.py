@@ -198,3 +198,66 @@ def test_print_config_and_usage(capsys) -> None:
     assert clean.main(["--print-config", "--set", "near_dedup.threshold=0.9"]) == 0
     assert "threshold: 0.9" in capsys.readouterr().out
     assert clean.main(["--input", "x"]) == 2
+
+
+def test_stage_lines_start_and_end_in_order_as_the_stages_run(
+    spark, corpus: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """Each stage prints `started` then `done` (or one line for work done inside another)."""
+    # Periodic task lines as often as possible, to see that they stay inside their stage.
+    monkeypatch.setenv("CORPUSCLEAN_PROGRESS_SECONDS", "0.2")
+    out = tmp_path / "clean"
+    args = ["--input", str(corpus), "--output", str(out), "--set", "audit.enabled=false"]
+    assert clean.main(args) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out.strip())  # stdout: the JSON summary alone
+    stages = {"read", "rules", "doc_id", "exact", "near", "write", "gate"}
+    lines = [ln.removeprefix("[clean] ") for ln in captured.err.splitlines()]
+    lines = [ln for ln in lines if ln[:10].strip() in stages]
+    events: list[tuple[str, str]] = []
+    open_stage = None
+    for line in lines:
+        name, rest = line[:10].strip(), line[11:]
+        if rest.startswith("running "):
+            assert open_stage == name, f"a task line outside its stage: {line}"
+            continue
+        if rest.startswith("started"):
+            assert open_stage is None, line
+            open_stage = name
+            events.append((name, "start"))
+        elif rest.startswith("done:"):
+            assert open_stage == name, line
+            open_stage = None
+            events.append((name, "end"))
+        elif open_stage is None:
+            events.append((name, "line"))
+    assert events == [
+        ("read", "start"),
+        ("read", "end"),
+        ("rules", "line"),
+        ("doc_id", "start"),
+        ("doc_id", "end"),
+        ("exact", "line"),
+        ("near", "start"),
+        ("near", "end"),
+        ("write", "start"),
+        ("write", "end"),
+        ("gate", "line"),
+    ]
+    report = json.loads((out / "report.json").read_text())
+    assert [s["name"] for s in report["stages"]] == [
+        "read",
+        "rules",
+        "doc_id",
+        "exact",
+        "near",
+        "write",
+        "gate",
+    ]
+    for s in report["stages"]:
+        assert list(s)[:4] == ["name", "rows_in", "rows_out", "seconds"]
+    by_name = {s["name"]: s for s in report["stages"]}
+    assert by_name["rules"]["rows_out"] == 2_000 - report["removed"]["rules"]
+    assert by_name["near"]["rows_out"] == report["output_rows"]
+    done = [ln for ln in lines if ln[11:].startswith("done:")]
+    assert f"{report['output_rows']:,} rows" in done[2], done  # near's end line has its rows
