@@ -12,6 +12,8 @@ from importlib import resources
 
 from pyspark.sql import SparkSession
 
+from corpusclean.jobs.console import console_progress
+
 
 def read_properties(name: str) -> dict[str, str]:
     """A `conf/spark/<name>.properties` file shipped with the package, as a dict."""
@@ -29,21 +31,6 @@ def read_properties(name: str) -> dict[str, str]:
 def under_spark_submit() -> bool:
     """True when this Python process was started by spark-submit (the JVM already exists)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
-def console_progress(conf: dict[str, str], tty: bool | None = None) -> dict[str, str]:
-    """Spark's carriage-return progress bar only on a terminal (it garbles logs), unless set."""
-    key = "spark.ui.showConsoleProgress"
-    if key in conf or (under_spark_submit() and _submitted_conf_has(key)):
-        return {}
-    return {key: str(sys.stderr.isatty() if tty is None else tty).lower()}
-
-
-def _submitted_conf_has(key: str) -> bool:
-    from pyspark import SparkConf, SparkContext
-
-    SparkContext._ensure_initialized()  # joins spark-submit's JVM, which holds its --conf
-    return SparkConf().contains(key)
 
 
 def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> SparkSession:
