@@ -23,6 +23,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from corpusclean.jobs import log
+from corpusclean.jobs.console import console_progress
 from corpusclean.jobs.sparkconf import parse_properties
 
 DEBUG_ENV = "CORPUSCLEAN_DEBUG"
@@ -79,21 +80,6 @@ def _forget_log(folder: Path) -> None:
 def mark_failed() -> None:
     """Keep the Spark log after exit: the error line names it."""
     _state["failed"] = True
-
-
-def console_progress(conf: dict[str, str], tty: bool | None = None) -> dict[str, str]:
-    """Spark's carriage-return progress bar only on a terminal (it garbles logs), unless set."""
-    key = "spark.ui.showConsoleProgress"
-    if key in conf or (under_spark_submit() and _submitted_conf_has(key)):
-        return {}
-    return {key: str(sys.stderr.isatty() if tty is None else tty).lower()}
-
-
-def _submitted_conf_has(key: str) -> bool:
-    from pyspark import SparkConf, SparkContext
-
-    SparkContext._ensure_initialized()  # joins spark-submit's JVM, which holds its --conf
-    return SparkConf().contains(key)
 
 
 def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> SparkSession:

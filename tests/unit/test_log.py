@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from corpusclean.jobs import log
+from corpusclean.jobs.console import console_progress
 from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.session import console_progress
 
 
 @pytest.fixture(autouse=True)
