@@ -195,9 +195,27 @@ class FakeSpark:
     def __init__(self, tracker: FakeTracker) -> None:
         self.sparkContext = self
         self._tracker = tracker
+        self.local: dict[str, str | None] = {}
 
     def statusTracker(self) -> FakeTracker:  # noqa: N802
         return self._tracker
+
+    def getLocalProperty(self, key: str) -> str | None:  # noqa: N802
+        return self.local.get(key)
+
+    def setLocalProperty(self, key: str, value: str | None) -> None:  # noqa: N802
+        self.local[key] = value
+
+    def setJobDescription(self, value: str) -> None:  # noqa: N802
+        self.local["spark.job.description"] = value
+
+
+def test_a_stage_names_its_spark_jobs_and_restores_the_description() -> None:
+    spark = FakeSpark(FakeTracker())
+    spark.local["spark.job.description"] = "outer"
+    with log.stage("clean", "near", spark=spark, interval=0):
+        assert spark.local["spark.job.description"] == "corpusclean clean: near"
+    assert spark.local["spark.job.description"] == "outer"
 
 
 def test_stage_prints_start_then_end_with_rows_rate_and_note(

@@ -246,10 +246,11 @@ def test_parse_params_reads_yaml_values() -> None:
         check.parse_params(["oops"])
 
 
-def test_report_goes_into_a_clean_output_but_beside_raw_input(tmp_path: Path) -> None:
+def test_the_default_report_goes_beside_the_input_never_into_it(tmp_path: Path) -> None:
     raw_file = tmp_path / "corpus.parquet"
     raw_dir = tmp_path / "raw"
-    assert check.default_report_path(str(tmp_path / "out"), True) == tmp_path / "out" / "check.json"
+    # A clean output is a published folder: only a new publish may change it.
+    assert check.default_report_path(str(tmp_path / "out"), True) == tmp_path / "out.check.json"
     assert check.default_report_path(str(raw_file), False) == tmp_path / "corpus.parquet.check.json"
     assert check.default_report_path(str(raw_dir), False) == tmp_path / "raw.check.json"
     assert check.default_report_path("s3a://b/x", False) == Path.cwd() / "check.json"
