@@ -28,10 +28,11 @@ from corpusclean.jobs import log
 from corpusclean.jobs.config import CleanConfig, dump_config, load_config
 from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
 from corpusclean.jobs.paths import check_output_vs_input, detect_format
-from corpusclean.jobs.publish import Publisher
+from corpusclean.jobs.publish import Publisher, check_output
 from corpusclean.jobs.report import write_reports
 from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.session import build_session
+from corpusclean.jobs.testhook import hold
 from corpusclean.pipelines.content import FeatureSpec, compute_content_features
 from corpusclean.pipelines.dedup import (
     ROW_ID,
@@ -187,25 +188,38 @@ def _minhash_params(cfg: CleanConfig) -> Any:
     )
 
 
+def check_paths(input_path: str, output: str) -> None:
+    """Output checks that need no Spark, run before the session starts: refusals come at once."""
+    check_output_vs_input([input_path], output)
+    check_output(output, JOB)
+
+
 def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -> Run:
     """Run the whole job; returns the run's facts. Raises RejectedError when a gate refuses."""
     fmt = detect_format(input_path, cfg.input.format)
     check_output_vs_input([input_path], output)
-    publisher = Publisher(output, JOB)
-    staging = publisher.prepare()
-    work = staging / "_work"
-    run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg)
-    log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
+    publisher = Publisher(
+        output, JOB, stale_hours=cfg.publish.stale_hours, keep_rejected=cfg.publish.keep_rejected
+    )
+    staging = publisher.prepare()  # holds the output's lock until close()
     try:
-        _execute(spark, run, fmt, staging, work, cfg)
-    except RejectedError:
-        raise
-    except BaseException:
-        # A crash leaves nothing half-published; its staging is of no use to anyone.
-        publisher.discard()
-        raise
-    shutil.rmtree(work, ignore_errors=True)
-    publisher.publish()
+        work = staging / "_work"
+        run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg)
+        log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
+        hold("prepared")
+        try:
+            _execute(spark, run, fmt, staging, work, cfg)
+        except RejectedError:
+            publisher.reject()  # kept for inspection, as the message says
+            raise
+        except BaseException:
+            # A crash leaves nothing half-published; its staging is of no use to anyone.
+            publisher.discard()
+            raise
+        shutil.rmtree(work, ignore_errors=True)
+        publisher.publish()
+    finally:
+        publisher.close()
     log.info(JOB, f"published {run.output_rows:,} docs to {output}")
     return run
 
@@ -246,6 +260,7 @@ def _execute(
     features.transform(lambda d: compute_content_features(d, spec)).write.mode("overwrite").parquet(
         str(work / "features")
     )
+    hold("read")
     metrics = stats.get
     run.input_rows = int(metrics["__rows"])
     if run.input_rows == 0:
@@ -318,6 +333,7 @@ def _execute(
     # join all read them.
     t3 = time.perf_counter()
     decided.write.mode("overwrite").parquet(str(work / "decisions"))
+    hold("dedup")
     decided.unpersist()
     decisions = spark.read.parquet(str(work / "decisions"))
     funnel = decisions.agg(*stage_funnel_aggregates()).first()
@@ -383,6 +399,7 @@ def _execute(
         "cluster_id", "doc_id"
     ).write.parquet(str(staging / "duplicates"))
     run.stage(Stage("write", after_near, after_near, time.perf_counter() - t4))
+    hold("write")
 
     # Gate, then audit, then (in the caller) publish.
     retention = run.output_rows / run.input_rows
@@ -511,6 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not args.input or not args.output:
             parser.error("--input and --output are required (or --print-config)")
+        check_paths(args.input, args.output)
         spark = build_session("corpusclean-clean", cfg.spark)
         run = clean(spark, args.input, args.output, cfg)
         summary = {
