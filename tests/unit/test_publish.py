@@ -18,6 +18,7 @@ from corpusclean.jobs import publish as pub
 from corpusclean.jobs.errors import CorpusCleanError, InputError
 from corpusclean.jobs.paths import check_output_vs_input, detect_format
 from corpusclean.jobs.publish import Publisher
+from corpusclean.jobs.testhook import ENV
 
 
 def _stage(p: Publisher, content: str) -> None:
@@ -319,3 +320,36 @@ def test_older_outputs_without_a_file_list_are_checked_by_layout(tmp_path: Path)
     (out / "my-analysis.ipynb").write_text("{}")
     with pytest.raises(InputError, match=r"my-analysis\.ipynb"):
         pub.check_output(str(out), "clean")
+
+
+@pytest.mark.parametrize("point", ["publish", "swapped"])
+def test_sigkill_while_publishing_leaves_one_complete_output(tmp_path: Path, point: str) -> None:
+    out = tmp_path / "out"
+    _published(out, "one")
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    code = (
+        "import sys\n"
+        "from corpusclean.jobs.publish import Publisher\n"
+        "p = Publisher(sys.argv[1], 'clean')\n"
+        "(p.prepare() / 'data').mkdir()\n"
+        "(p.staging / 'data' / 'part.txt').write_text('two')\n"
+        "p.publish()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(out)],
+        env={**os.environ, ENV: f"{point}@{hold}"},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (hold / f"{point}.reached").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "never reached the point"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # Killed before the swap the old output stands; after it the new one is complete.
+    assert (out / "data" / "part.txt").read_text() == ("one" if point == "publish" else "two")
+    assert (out / "_SUCCESS").exists()
+    _published(out, "three")
+    assert (out / "data" / "part.txt").read_text() == "three"
+    assert not (tmp_path / ".out.runs").exists() and not (tmp_path / ".out.lock").exists()
