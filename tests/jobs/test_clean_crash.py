@@ -179,3 +179,27 @@ def test_concurrent_runs_one_is_refused(corpora, tmp_path: Path) -> None:
             _kill(first)
     assert _rows(out).equals(_rows(corpora["ref"])), "the published output is the first run's"
     assert not (tmp_path / ".clean.runs").exists()
+
+
+def test_an_output_holding_foreign_files_is_refused_before_spark(tmp_path: Path) -> None:
+    from corpusclean.jobs.publish import Publisher
+
+    out = tmp_path / "clean"
+    p = Publisher(out, "clean")
+    (p.prepare() / "data").mkdir()
+    (p.staging / "data" / "part-0.parquet").write_text("")
+    p.publish()
+    (out / "my-notes.md").write_text("keep me")
+    proc = subprocess.run(
+        [CLI, "clean", "--input", str(tmp_path / "raw.parquet"), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"corpusclean clean: error: output {out} holds 1 file(s) corpusclean did not write "
+        "(my-notes.md); publishing replaces the whole folder, so move them out of it (or choose "
+        "another --output) and rerun"
+    ], "one line, and before Spark starts (no input error, no Spark output)"
+    assert (out / "my-notes.md").read_text() == "keep me"
