@@ -27,7 +27,7 @@ from corpusclean.jobs import log
 from corpusclean.jobs.config import CleanConfig, dump_config, load_config
 from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
 from corpusclean.jobs.paths import check_output_vs_input, detect_format, preflight_paths
-from corpusclean.jobs.publish import Publisher
+from corpusclean.jobs.publish import Publisher, check_output
 from corpusclean.jobs.report import write_reports
 from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.session import (
@@ -36,6 +36,7 @@ from corpusclean.jobs.session import (
     effective_settings,
     executor_facts,
 )
+from corpusclean.jobs.testhook import hold
 from corpusclean.pipelines.content import FeatureSpec, compute_content_features
 from corpusclean.pipelines.dedup import (
     ROW_ID,
@@ -191,25 +192,38 @@ def _minhash_params(cfg: CleanConfig) -> Any:
     )
 
 
+def check_paths(input_path: str, output: str) -> None:
+    """Output checks that need no Spark, run before the session starts: refusals come at once."""
+    check_output_vs_input([input_path], output)
+    check_output(output, JOB)
+
+
 def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -> Run:
     """Run the whole job; returns the run's facts. Raises RejectedError when a gate refuses."""
     fmt = detect_format(input_path, cfg.input.format)
     check_output_vs_input([input_path], output)
-    publisher = Publisher(output, JOB)
-    staging = publisher.prepare()
-    work = staging / "_work"
-    run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg)
-    log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
+    publisher = Publisher(
+        output, JOB, stale_hours=cfg.publish.stale_hours, keep_rejected=cfg.publish.keep_rejected
+    )
+    staging = publisher.prepare()  # holds the output's lock until close()
     try:
-        _execute(spark, run, fmt, staging, work, cfg)
-    except RejectedError:
-        raise
-    except BaseException:
-        # A crash leaves nothing half-published; its staging is of no use to anyone.
-        publisher.discard()
-        raise
-    shutil.rmtree(work, ignore_errors=True)
-    publisher.publish()
+        work = staging / "_work"
+        run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg)
+        log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
+        hold("prepared")
+        try:
+            _execute(spark, run, fmt, staging, work, cfg)
+        except RejectedError:
+            publisher.reject()  # kept for inspection, as the message says
+            raise
+        except BaseException:
+            # A crash leaves nothing half-published; its staging is of no use to anyone.
+            publisher.discard()
+            raise
+        shutil.rmtree(work, ignore_errors=True)
+        publisher.publish()
+    finally:
+        publisher.close()
     log.info(JOB, f"published {run.output_rows:,} docs to {output}")
     return run
 
@@ -255,6 +269,7 @@ def _execute(
         features.transform(lambda d: compute_content_features(d, spec)).write.mode(
             "overwrite"
         ).parquet(str(work / "features"))
+        hold("read")
         metrics = stats.get
         run.input_rows = st.rows_out = int(metrics["__rows"])
         st.note = "one pass: stats, rules, features"
@@ -359,6 +374,7 @@ def _execute(
     )
     if not near_on:
         log.info(JOB, f"{'near':<10} disabled")
+    hold("dedup")
 
     # Write the staged output (a rejected run keeps it for inspection).
     with log.stage(JOB, "write", rows_in=after_near, spark=spark) as st:
@@ -393,6 +409,7 @@ def _execute(
         ).write.parquet(str(staging / "duplicates"))
         st.rows_out = after_near
     run.stage(Stage("write", after_near, after_near, st.seconds))
+    hold("write")
 
     # Gate, then audit, then (in the caller) publish.
     retention = run.output_rows / run.input_rows
@@ -527,6 +544,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--input and --output are required (or --print-config)")
         # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
         preflight_paths([args.input], args.output, cfg.input.format)
+        check_paths(args.input, args.output)
         spark = build_session("corpusclean-clean", cfg.spark)
         check_shared_output(spark, args.output)
         run = clean(spark, args.input, args.output, cfg)

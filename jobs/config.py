@@ -149,6 +149,13 @@ class AuditSection(Section):
     allowed_langs: list[str] = Field(default_factory=list)
 
 
+class PublishSection(Section):
+    # Another host's abandoned staging under .OUTPUT.runs/ is removed once older than this.
+    stale_hours: float = Field(24.0, gt=0.0)
+    # Rejected runs whose staging stays for inspection (the newest ones).
+    keep_rejected: int = Field(3, ge=1)
+
+
 class CleanConfig(Section):
     """The resolved config of `corpusclean clean`."""
 
@@ -161,6 +168,7 @@ class CleanConfig(Section):
     near_dedup: NearDedupSection = Field(default_factory=NearDedupSection)
     gate: GateSection = Field(default_factory=GateSection)
     audit: AuditSection = Field(default_factory=AuditSection)
+    publish: PublishSection = Field(default_factory=PublishSection)
     spark: SparkSettings = Field(default_factory=dict)
 
     @model_validator(mode="after")
