@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from corpusclean.jobs.errors import EXIT_ERROR, EXIT_USAGE, CorpusCleanError, RejectedError
+from corpusclean.jobs.failures import known_failure
 
 
 def new_parser(job: str, description: str) -> argparse.ArgumentParser:
@@ -56,6 +57,12 @@ def run_job(
         print(f"corpusclean {job}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a crash still gets one line; --debug shows where
+        known = known_failure(exc)
+        if known is not None:  # a recognised cause (a full disk) is said as such
+            print(f"corpusclean {job}: error: {known}", file=sys.stderr)
+            if debug:
+                traceback.print_exc()
+            return known.exit_code
         print(
             f"corpusclean {job}: error: {type(exc).__name__}: {_one_line(exc)} "
             "(rerun with --debug for the traceback)",
