@@ -627,3 +627,85 @@ def test_duplicate_doc_ids_are_refused(
     assert pack(clean, tmp_path / "out") == 1
     err = capsys.readouterr().err
     assert "occurs more than once" in err and repr(SPECIAL_IDS[3]) in err
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_overwrite_killed_mid_run_keeps_the_previous_pack(
+    corpus: tuple[Path, pa.Table],
+    packed: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The pack --overwrite replaces stays whole until the new one is finished; a rerun of
+    the killed command finishes the new one, byte-identical to an uninterrupted run."""
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    before = _snapshot(out)
+    sets = ("shard.prefix=part", "shard.dali_index=true")
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, *sets) == 0
+    config = pack_job.PackConfig(
+        shard=pack_job.ShardSection(target_bytes=TARGET, prefix="part", dali_index=True)
+    )
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("driver killed")
+
+    # killed after the write job, and then half-way through numbering
+    with monkeypatch.context() as m:
+        m.setattr(pack_job, "number_parts", crash)
+        with pytest.raises(RuntimeError):
+            pack_job.pack(str(corpus[0]), str(out), config, overwrite=True)
+    assert _snapshot(out) == before
+    assert main(["--verify", str(out)]) == 0
+    tars = itertools.count(1)
+    with _numbering_killed(monkeypatch, lambda dst: dst.endswith(".tar") and next(tars) == 2):
+        pack_job.pack(str(corpus[0]), str(out), config, overwrite=True)
+    assert _snapshot(out) == before
+    capsys.readouterr()
+    assert pack(corpus[0], out, *sets, extra=("--overwrite",)) == 0
+    err = capsys.readouterr().err
+    assert "resuming the replacement" in err and "0 written" in err
+    _same_pack(out, whole)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]  # no staging left
+    assert not (out / "shard-000000.tar").exists()
+
+
+def test_overwrite_publish_cut_between_renames_is_completed(
+    corpus: tuple[Path, pa.Table],
+    packed: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without renameat2 the swap is two renames; a crash between them is repaired."""
+    from corpusclean.jobs import pack_staging
+
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, "shard.prefix=part") == 0
+    real_rename = os.rename
+    calls = itertools.count(1)
+
+    def rename(src: Any, dst: Any) -> None:
+        if next(calls) == 2:
+            raise OSError("driver killed")
+        real_rename(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(pack_staging, "_exchange", lambda a, b: False)
+        m.setattr(pack_staging.os, "rename", rename)
+        assert pack(corpus[0], out, "shard.prefix=part", extra=("--overwrite",)) == 1
+    assert not out.exists()
+    # any later pack into the output first completes the swap
+    assert pack(corpus[0], out, "shard.prefix=part") == 1  # finished: needs --overwrite
+    _same_pack(out, whole)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
