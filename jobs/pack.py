@@ -49,6 +49,7 @@ from corpusclean.jobs.pack_staging import Staging, open_staging, owner, repair
 from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
 from corpusclean.jobs.publish import MARKER, SUCCESS, new_run_id
 from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.jobs.shardcheck import damaged_error, size_problem
 from corpusclean.pipelines import shards as S
 
 JOB = "pack"
@@ -953,11 +954,9 @@ def build_index(
 def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
     url = entry["url"]
     path = root / url
-    if not path.is_file():
-        return f"{url}: missing"
-    size = path.stat().st_size
-    if size != entry["filesize"]:
-        return f"{url}: {size:,} bytes on disk, the index says {entry['filesize']:,} (truncated?)"
+    problem = size_problem(path, entry)
+    if problem is not None:
+        return problem
     nsamples = ndocs = 0
     try:
         with open(path, "rb") as raw:
@@ -1009,10 +1008,7 @@ def verify(shard_dir: str) -> dict[str, int]:
     with timer(), ThreadPoolExecutor(max_workers=4) as pool:
         problems = [p for p in pool.map(lambda e: _verify_shard(root, e, dali), entries) if p]
     if problems:
-        shown = "; ".join(problems[:3]) + (
-            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
-        )
-        raise RejectedError(f"{len(problems)} of {len(entries)} shards fail verification: {shown}")
+        raise damaged_error(problems, len(entries))
     totals = {
         "shards": len(entries),
         "samples": sum(e["nsamples"] for e in entries),
