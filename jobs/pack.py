@@ -42,6 +42,7 @@ import numpy as np
 from pydantic import Field
 
 from corpusclean.jobs.config import Section, SparkSettings, dump_config, load_config
+from corpusclean.jobs.crashpoint import pause_point
 from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.failures import disk_full
 from corpusclean.jobs.log import Timer, fmt_rows, info, warn
@@ -838,6 +839,7 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
             if part.dali.is_file():
                 os.replace(part.dali, final.dali)
             part.stats.unlink()
+            pause_point("pack.number")
     docs = sum(int(m["docs"]) for m in markers.values())
     return firsts[-1], docs
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpusclean.jobs.crashpoint import pause_point
 from corpusclean.jobs.errors import InputError
 from corpusclean.jobs.log import info
 from corpusclean.jobs.publish import MARKER, _exchange, new_run_id
@@ -97,8 +98,10 @@ class Staging:
     def publish(self) -> None:
         """Swap the finished staging folder with the output, then remove the previous pack."""
         out, folder = self.output, self.folder
+        pause_point("pack.publish")
         if _exchange(folder, out):
             # `folder` now holds the previous pack; a crash here leaves it for the next run.
+            pause_point("pack.swapped")
             shutil.rmtree(folder)
         else:
             # No renameat2 here: two renames, and a crash between them is repaired by

@@ -39,6 +39,8 @@ import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
+from corpusclean.jobs.crashpoint import pause_point
+
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does
 MAX_MEMBER_NAME = 100  # ustar name field; longer names would need PAX headers
@@ -659,6 +661,7 @@ class _Shard:
         )
         # The stats file is the commit marker: a shard without it is rewritten on resume.
         write_text_atomic(files.stats, stats.to_json(self.fingerprint), self.tmp)
+        pause_point("pack.part")
         return stats
 
 
@@ -945,6 +948,7 @@ def write_unit_parts(
     but not written again. A null doc_id, or one equal to the one before it, fails the task
     at that document, after the parts before it are committed.
     """
+    pause_point("pack.task")
     attempt = _attempt_id()
     by_path = {path: i for i, path in enumerate(spec.files)}
     seen: set[int] = set()

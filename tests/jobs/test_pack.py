@@ -768,3 +768,68 @@ def test_disk_full_is_one_line_and_keeps_the_previous_pack(
         assert _snapshot(out) == before
         assert sorted(p.name for p in fs.iterdir()) == ["filler", "out"]
         assert main(["--verify", str(out)]) == 0
+
+
+def _killed_at(clean: Path, out: Path, point: str, *sets: str) -> str:
+    """Run `corpusclean pack --overwrite` in its own process group until it pauses at `point`
+    (jobs/crashpoint.py), then SIGKILL the whole group; returns its stderr."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    args = [str(Path(sys.executable).parent / "corpusclean"), "pack", "--overwrite"]
+    args += ["--input", str(clean), "--output", str(out), "--set", f"shard.target_bytes={TARGET}"]
+    for item in (*sets, "spark.ui.showConsoleProgress=false", "spark.driver.memory=1g"):
+        args += ["--set", item]
+    env = {**os.environ, "CORPUSCLEAN_PAUSE_AT": point}
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read1(), b"")))
+    reader.start()
+    deadline = time.monotonic() + 300
+    try:
+        while b"corpusclean: paused at" not in b"".join(chunks):
+            assert proc.poll() is None, f"ended before {point}: {b''.join(chunks).decode()[-2000:]}"
+            assert time.monotonic() < deadline, f"never reached {point}"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        reader.join()
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_sigkill_anywhere_in_an_overwrite_keeps_the_previous_pack(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path
+) -> None:
+    """Crash safety as a property: `pack --overwrite` killed (the whole process group) while
+    reading, writing shards, numbering them or publishing; seeded points, so deterministic."""
+    import random
+
+    sets = ("shard.seed=3",)
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, *sets) == 0
+    shards = read_index(whole)["totals"]["shards"]
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    before = _snapshot(out)
+    rng = random.Random(19)
+    # each run resumes what the one before it left, so every phase is reached in turn
+    points = [
+        "pack.task:1",
+        f"pack.part:{rng.randint(1, shards - 1)}",
+        f"pack.number:{rng.randint(1, shards)}",
+        "pack.publish:1",
+    ]
+    for point in points:
+        _killed_at(corpus[0], out, point, *sets)
+        assert _snapshot(out) == before, point
+        assert main(["--verify", str(out)]) == 0
+    # killed after the swap, before the previous pack (now in the staging folder) is removed
+    _killed_at(corpus[0], out, "pack.swapped:1", *sets)
+    _same_pack(out, whole)
+    assert pack(corpus[0], out, *sets, extra=("--overwrite",)) == 0
+    _same_pack(out, whole)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
