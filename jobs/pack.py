@@ -538,15 +538,18 @@ def _shuffled_units(
             "_pkey": pa.array(S.partition_keys(n_tasks)[task_of], pa.int32()),
         }
     )
-    df = S.add_shuffle_order(raw, config.columns.id, shard_cfg.seed)
-    df = S.add_unit(df, n_units)
-    df = S.add_shard_payload(df, columns, config.columns.text, shard_cfg.docs_per_sample)
+    # The payload first, and then only it and the id: the user's own columns (some may be
+    # named like pack's `_h` or `_unit`) are then in the payload, unchanged, and nowhere else.
+    doc_id = S.column(config.columns.id)
+    df = S.add_shard_payload(raw, columns, config.columns.text, shard_cfg.docs_per_sample)
     payload = ["_txt", "_json"] if shard_cfg.docs_per_sample == 1 else ["_line"]
+    df = df.select(doc_id.alias("_id"), *payload)
+    df = S.add_unit(S.add_shuffle_order(df, "_id", shard_cfg.seed), n_units)
     staged = (
         df.join(F.broadcast(spark.createDataFrame(lookup)), on="_unit", how="inner")
         .repartition(n_tasks, "_pkey")
-        .sortWithinPartitions("_unit", "_h", config.columns.id)
-        .select("_unit", config.columns.id, *payload)
+        .sortWithinPartitions("_unit", "_h", "_id")
+        .select("_unit", F.col("_id").alias(config.columns.id), *payload)
     )
     return staged, n_tasks
 
@@ -571,13 +574,17 @@ def _file_units(
             f"{raw.rdd.getNumPartitions()} tasks for {len(todo)} files; check the "
             "spark.sql.files.* settings"
         )
-    scan = raw.select(
-        "*", raw["_metadata.file_path"].alias("_file"), raw["_metadata.row_index"].alias("_row")
-    )
     k = config.shard.docs_per_sample
-    df = S.add_shard_payload(scan, columns, config.columns.text, k)
+    # The payload before `_file` and `_row`, which the user's columns may be named like.
+    df = S.add_shard_payload(raw, columns, config.columns.text, k)
     payload = ["_json"] if k == 1 else ["_line"]
-    return df.select("_file", "_row", config.columns.id, *payload), len(todo)
+    df = df.select(
+        raw["_metadata.file_path"].alias("_file"),
+        raw["_metadata.row_index"].alias("_row"),
+        S.column(config.columns.id),
+        *payload,
+    )
+    return df, len(todo)
 
 
 def _footer(path: str) -> tuple[int, Any]:

@@ -711,63 +711,39 @@ def test_overwrite_publish_cut_between_renames_is_completed(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
 
 
-@contextmanager
-def _small_filesystem(path: Path, size: str = "5m") -> Iterator[Path]:
-    """A tmpfs of `size` mounted at `path` (skips the test where mounting is not allowed)."""
-    import subprocess
-
-    path.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()[:200]})")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def _fill(folder: Path, leave: int) -> None:
-    """Write a filler file so that about `leave` bytes stay free on `folder`'s filesystem."""
-    free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
-    (folder / "filler").write_bytes(bytes(max(0, free - leave)))
-
-
 def test_disk_full_is_one_line_and_keeps_the_previous_pack(
     corpus: tuple[Path, pa.Table],
     packed: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    small_fs: Path,
+    fill_disk: Any,
 ) -> None:
-    with _small_filesystem(tmp_path / "fs") as fs:
-        out = fs / "out"
-        shutil.copytree(packed, out)
-        before = _snapshot(out)
-        # room for a few shards of a pack, not for all of them
-        _fill(fs, leave=400_000)
-        capsys.readouterr()
-        assert pack(corpus[0], fs / "new") == 1
-        err = capsys.readouterr().err
-        errors = [line for line in err.splitlines() if line.startswith("corpusclean pack:")]
-        assert len(errors) == 1 and "Traceback" not in err, err
-        assert errors[0].startswith(
-            f"corpusclean pack: error: disk full: no space left on the device writing {fs}/new;"
-        )
-        # a pack written in place keeps what it committed, for a rerun once there is room
-        shutil.rmtree(fs / "new")
-        # replacing a pack: the previous one stays as it was, and the staging folder goes
-        assert pack(corpus[0], out, "shard.seed=5", extra=("--overwrite",)) == 1
-        err = capsys.readouterr().err
-        errors = [line for line in err.splitlines() if line.startswith("corpusclean pack:")]
-        assert len(errors) == 1 and "Traceback" not in err, err
-        assert errors[0].startswith("corpusclean pack: error: disk full") and str(out) in errors[0]
-        assert _snapshot(out) == before
-        assert sorted(p.name for p in fs.iterdir()) == ["filler", "out"]
-        assert main(["--verify", str(out)]) == 0
+    fs = small_fs
+    out = fs / "out"
+    shutil.copytree(packed, out)
+    before = _snapshot(out)
+    # room for a few shards of a pack, not for all of them
+    fill_disk(fs, leave=400_000)
+    capsys.readouterr()
+    assert pack(corpus[0], fs / "new") == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("corpusclean pack:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith(
+        f"corpusclean pack: error: disk full: no space left on the device writing {fs}/new;"
+    )
+    # a pack written in place keeps what it committed, for a rerun once there is room
+    shutil.rmtree(fs / "new")
+    # replacing a pack: the previous one stays as it was, and the staging folder goes
+    assert pack(corpus[0], out, "shard.seed=5", extra=("--overwrite",)) == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("corpusclean pack:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith("corpusclean pack: error: disk full") and str(out) in errors[0]
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in fs.iterdir()) == ["filler", "out"]
+    assert main(["--verify", str(out)]) == 0
 
 
 def _killed_at(clean: Path, out: Path, point: str, *sets: str) -> str:
@@ -833,3 +809,26 @@ def test_sigkill_anywhere_in_an_overwrite_keeps_the_previous_pack(
     assert pack(corpus[0], out, *sets, extra=("--overwrite",)) == 0
     _same_pack(out, whole)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
+
+
+@pytest.mark.parametrize("shuffle", ["true", "false"])
+def test_column_names_with_dots_or_like_pack_s_own_come_back_unchanged(
+    spark: Any, tmp_path: Path, shuffle: str
+) -> None:
+    table = _docs(60)
+    for name in ("meta.source", "_h", "_unit", "_file", "_row", "_json", "_txt"):
+        table = table.append_column(name, pa.array([f"{name}-{i}" for i in range(60)]))
+    clean = make_clean(tmp_path / "clean", table)
+    out = tmp_path / "out"
+    assert pack(clean, out, f"shard.shuffle={shuffle}") == 0
+    want = expected_docs(table)
+    got = read_docs(out)
+    assert len(got) == 60
+    for doc in got:
+        doc.pop("__key__")
+        assert doc == want[doc["doc_id"]]
+    jsonl = tmp_path / "jsonl"
+    assert pack(clean, jsonl, f"shard.shuffle={shuffle}", "shard.docs_per_sample=4") == 0
+    assert sorted(read_docs(jsonl), key=lambda d: d["doc_id"]) == sorted(
+        want.values(), key=lambda d: d["doc_id"]
+    )
