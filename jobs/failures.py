@@ -20,6 +20,7 @@ from corpusclean.jobs.errors import CorpusCleanError
 _NO_SPACE = re.compile(r"No space left on device|ENOSPC|Disk quota exceeded")
 # A path in a Spark/Java message: `file:/x/y`, or Python's `...: '/x/y'`.
 _PATH_IN_TEXT = re.compile(r"file:(/[^\s'\",;)]+)|device: '(/[^']+)'")
+_STAGED = re.compile(r"^(.*)/\.([^/]+)\.runs(?:/.*)?$")
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -57,8 +58,14 @@ def disk_full(exc: BaseException, path: str | Path | None = None) -> CorpusClean
             if path is None:
                 match = _PATH_IN_TEXT.search(text)
                 path = next((g for g in match.groups() if g), None) if match else None
-            return _disk_full_error(path)
+            return _disk_full_error(_output_of(str(path).rstrip(".:")) if path else None)
     return None
+
+
+def _output_of(path: str) -> str:
+    """The output a path inside its staging folder (`DIR/.NAME.runs/RUN/...`) stands for."""
+    match = _STAGED.match(path)
+    return f"{match.group(1)}/{match.group(2)}" if match else path
 
 
 def _disk_full_error(path: str | Path | None) -> CorpusCleanError:
