@@ -249,6 +249,19 @@ def prepare_output(out: Path, fp: str, source: CleanSource, run_id: str | None =
     return resume
 
 
+def _not_the_pack(out: Path) -> list[str]:
+    """The top-level entries of a pack folder that its index.json does not account for."""
+    own = {MARKER, INDEX, S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR}
+    index = _load_json(out / INDEX) or {}
+    for entry in index.get("shardlist", []):
+        if isinstance(entry, dict):
+            own.update(str(entry.get(key)) for key in ("url", "dali_index") if entry.get(key))
+    if not index:  # an unfinished pack: its shards are named by its stats files
+        own.update(p.with_suffix(".tar").name for p in (out / S.STATS_DIR).glob("*.json"))
+        own.update(p.with_suffix(".idx").name for p in (out / S.STATS_DIR).glob("*.json"))
+    return sorted(p.name for p in out.iterdir() if p.name not in own)
+
+
 def open_output(
     out: Path, fp: str, source: CleanSource, overwrite: bool
 ) -> tuple[Path, bool, Staging | None]:
@@ -260,6 +273,14 @@ def open_output(
     repair(out)
     if not (_check_owner(out) and overwrite):
         return out, prepare_output(out, fp, source), None
+    foreign = _not_the_pack(out)
+    if foreign:
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        warn(
+            JOB,
+            f"--overwrite: {out} also holds {len(foreign)} file(s) that are not part of its "
+            f"pack, which go with it: {', '.join(foreign[:5])}{more}",
+        )
     staging = open_staging(out, fp, FORMAT_VERSION)
     if staging.finished:
         info(JOB, f"--overwrite: the replacement pack in {staging.folder} is finished")

@@ -541,6 +541,9 @@ def test_existing_output_needs_overwrite(
     (out / "stray.txt").write_text("left by someone")
     assert pack(corpus[0], out, "shard.prefix=part", extra=("--overwrite",)) == 0
     assert not (out / "stray.txt").exists()
+    assert "1 file(s) that are not part of its pack, which go with it: stray.txt" in (
+        capsys.readouterr().err
+    )
     assert read_index(out)["shardlist"][0]["url"] == "part-000000.tar"
     foreign = tmp_path / "foreign"
     foreign.mkdir()
