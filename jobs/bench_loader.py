@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from corpusclean.jobs import log, storage, tario
+from corpusclean.jobs import log, shardcheck, storage, tario
 from corpusclean.jobs.config import Section, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.runner import new_parser, run_job
@@ -162,11 +162,20 @@ class UsageError(CorpusCleanError):
 class ShardSet:
     """The shard files of a folder, from its wids `index.json` or, without one, `*.tar`."""
 
-    def __init__(self, folder: Path, paths: list[Path], source: str, nsamples: dict[Path, int]):
+    def __init__(
+        self,
+        folder: Path,
+        paths: list[Path],
+        source: str,
+        nsamples: dict[Path, int],
+        entries: dict[Path, dict[str, Any]] | None = None,
+    ):
         self.folder = folder
         self.paths = paths
         self.source = source
         self.nsamples = nsamples
+        # Each shard's index.json entry (url, filesize, sha256); without an index, its name.
+        self.entries = entries or {p: {"url": p.name} for p in paths}
 
     @property
     def total_bytes(self) -> int:
@@ -199,6 +208,7 @@ def discover_shards(shards: str) -> ShardSet:
         raise InputError(f"{index}: __kind__ is {kind!r}, expected {INDEX_KIND!r}")
     paths: list[Path] = []
     nsamples: dict[Path, int] = {}
+    entries: dict[Path, dict[str, Any]] = {}
     for i, entry in enumerate(data["shardlist"]):
         url = entry.get("url") if isinstance(entry, dict) else None
         if not isinstance(url, str) or not url:
@@ -211,11 +221,31 @@ def discover_shards(shards: str) -> ShardSet:
         if not path.is_file():
             raise InputError(f"{index} lists {url}, which does not exist under {folder}")
         paths.append(path)
+        entries[path] = {**entry, "url": url}
         if isinstance(entry.get("nsamples"), int):
             nsamples[path] = entry["nsamples"]
     if not paths:
         raise InputError(f"{index} lists no shards")
-    return ShardSet(folder, paths, INDEX_FILE, nsamples)
+    return ShardSet(folder, paths, INDEX_FILE, nsamples, entries)
+
+
+def check_shards(shards: ShardSet, used: Sequence[Path]) -> None:
+    """Refuse damaged shards before measuring them (RejectedError, exit 3, naming them).
+
+    Every shard's size is checked against index.json (a stat each); the shards to be read are
+    checksummed too where the index gives a sha256 (one read, before the cold passes evict).
+    The same checks as `corpusclean pack --verify`, which also re-reads the samples.
+    """
+    entries = shards.entries
+    problems = [p for p in (shardcheck.size_problem(f, entries[f]) for f in shards.paths) if p]
+    if not problems:
+        problems = [p for p in (shardcheck.sha256_problem(f, entries[f]) for f in used) if p]
+    if problems:
+        raise shardcheck.damaged_error(
+            problems,
+            len(shards.paths),
+            f"nothing measured; run `corpusclean pack --verify {shards.folder}`, then repack",
+        )
 
 
 def select_shards(paths: Sequence[Path], max_bytes: int) -> list[Path]:
@@ -967,8 +997,9 @@ def run_bench(cfg: BenchConfig, shards_dir: str, output: str | None) -> tuple[di
     if out.is_dir():
         out = out / "bench.json"
     _check_outside(out, shards.folder, "--output")
-    out.parent.mkdir(parents=True, exist_ok=True)
     paths = select_shards(shards.paths, cfg.bench.max_bytes)
+    check_shards(shards, paths)
+    out.parent.mkdir(parents=True, exist_ok=True)
     bench = Bench(cfg, shards, paths)
     used = bench.used_bytes
     bench.report["shards"] = {

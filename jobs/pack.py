@@ -13,10 +13,12 @@ name, renamed on close, its stats file last, then a marker once the unit is comp
 driver then numbers the parts of all units in unit order and renames them into place.
 
 The driver then writes index.json (wids shard-index form) from the stats files, atomically and
-last. Shards go straight into SHARD_DIR rather than through `Publisher`'s staging swap, because
-a rerun after a crash must find the committed shards where the crashed run left them: it keeps
-those whose checksum still matches and writes only the rest. A SHARD_DIR is finished exactly
-when it has index.json.
+last. A new pack goes straight into SHARD_DIR, because a rerun after a crash must find the
+committed shards where the crashed run left them: it keeps those whose checksum still matches
+and writes only the rest. A SHARD_DIR is finished exactly when it has index.json. A pack that
+replaces another (`--overwrite`) is written the same way into a staging folder beside SHARD_DIR
+and swapped in atomically once finished (`pack_staging`): the previous pack stays complete and
+readable until then, and a rerun of the same command resumes in the staging folder.
 """
 
 from __future__ import annotations
@@ -41,11 +43,15 @@ from pydantic import Field
 
 from corpusclean.jobs.config import Section, SparkSettings, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
+from corpusclean.jobs.failures import disk_full
 from corpusclean.jobs.log import Timer, described, fmt_rows, info, warn
 from corpusclean.jobs.log import tasks as task_progress
+from corpusclean.jobs.pack_staging import Staging, open_staging, owner, repair
 from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
 from corpusclean.jobs.publish import MARKER, SUCCESS, new_run_id
 from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.jobs.shardcheck import damaged_error, size_problem
+from corpusclean.jobs.testhook import hold
 from corpusclean.pipelines import shards as S
 
 JOB = "pack"
@@ -170,76 +176,120 @@ def _read_marker(out: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _clear(out: Path) -> None:
-    # The index goes first, so the folder stops looking finished before anything else goes,
-    # and the marker last, so a clear cut short still leaves a folder --overwrite can clear.
-    (out / INDEX).unlink(missing_ok=True)
-    for child in out.iterdir():
-        if child.name == MARKER:
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
-    (out / MARKER).unlink(missing_ok=True)
+def _check_owner(out: Path) -> bool:
+    """Check `out` may hold a pack (missing, empty, or a pack's folder); True if it holds one.
 
-
-def prepare_output(out: Path, fp: str, source: CleanSource, overwrite: bool) -> bool:
-    """Make `out` ready to write into; True when it holds an unfinished run to resume."""
-    resume = False
+    A first run killed while writing its marker leaves only the marker's temporary file in an
+    otherwise empty folder, which is removed; beside anything else, nothing is touched.
+    """
     if out.exists() and not out.is_dir():
         raise InputError(f"output {out} exists and is not a folder")
-    if out.is_dir() and not (out / MARKER).exists():
-        # All that a first run killed while writing its marker leaves: the folder is still
-        # empty. Beside anything else, nothing is touched (the folder is then refused).
+    if not out.is_dir():
+        return False
+    if not (out / MARKER).exists():
         leftovers = list(out.iterdir())
         if leftovers and all(
             re.fullmatch(rf"\.{re.escape(MARKER)}\..+\.tmp", p.name) for p in leftovers
         ):
             for leftover in leftovers:
                 leftover.unlink()
-    if out.exists() and any(out.iterdir()):
-        marker = _read_marker(out)
-        if marker is None or marker.get("job") != JOB:
-            owner = f"`corpusclean {marker.get('job')}`" if marker else "something else"
-            raise InputError(
-                f"output {out} is a non-empty folder written by {owner}, not corpusclean pack; "
-                "choose another folder or empty it"
-            )
-        if overwrite:
-            info(JOB, f"--overwrite: removing the previous pack in {out}")
-            _clear(out)
-        elif (out / INDEX).exists():
+    if not any(out.iterdir()):
+        return False
+    marker = _read_marker(out)
+    if marker is None or marker.get("job") != JOB:
+        owner = f"`corpusclean {marker.get('job')}`" if marker else "something else"
+        raise InputError(
+            f"output {out} is a non-empty folder written by {owner}, not corpusclean pack; "
+            "choose another folder or empty it"
+        )
+    return True
+
+
+def prepare_output(out: Path, fp: str, source: CleanSource, run_id: str | None = None) -> bool:
+    """Make `out` ready to write into; True when it holds an unfinished run to resume.
+
+    `run_id` names a new run (a staging folder's own); a resumed run keeps its marker, with
+    this process as its owner.
+    """
+    resume = False
+    if _check_owner(out):
+        marker = _read_marker(out) or {}
+        if (out / INDEX).exists():
             raise InputError(
                 f"output {out} already holds a finished pack; pass --overwrite to replace it"
             )
-        elif marker.get("format") != FORMAT_VERSION:
+        if marker.get("format") != FORMAT_VERSION:
             raise InputError(
                 f"output {out} holds an unfinished pack in shard format "
                 f"{marker.get('format', 'before 5')}, and this corpusclean writes format "
                 f"{FORMAT_VERSION}; pass --overwrite to pack it again"
             )
-        elif marker.get("fingerprint") != fp:
+        if marker.get("fingerprint") != fp:
             raise InputError(
                 f"output {out} holds an unfinished pack of another input or config; rerun with "
                 "the same --input and --set values to resume it, or pass --overwrite"
             )
-        else:
-            resume = True
+        resume = True
+        if "owner" in marker:  # a staging folder: its owner is now this process
+            S.write_text_atomic(out / MARKER, json.dumps({**marker, "owner": owner()}) + "\n")
     out.mkdir(parents=True, exist_ok=True)
     if not resume:
         # The marker before anything else, so no crash leaves a folder that is not ours.
         marker = {
             "job": JOB,
-            "run_id": new_run_id(),
+            "run_id": run_id or new_run_id(),
             "fingerprint": fp,
             "format": FORMAT_VERSION,
             "input": str(source.path),
         }
+        if run_id is not None:
+            marker["owner"] = owner()
         S.write_text_atomic(out / MARKER, json.dumps(marker) + "\n")
     for folder in (S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR):
         (out / folder).mkdir(exist_ok=True)
     return resume
+
+
+def _not_the_pack(out: Path) -> list[str]:
+    """The top-level entries of a pack folder that its index.json does not account for."""
+    own = {MARKER, INDEX, S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR}
+    index = _load_json(out / INDEX) or {}
+    for entry in index.get("shardlist", []):
+        if isinstance(entry, dict):
+            own.update(str(entry.get(key)) for key in ("url", "dali_index") if entry.get(key))
+    if not index:  # an unfinished pack: its shards are named by its stats files
+        own.update(p.with_suffix(".tar").name for p in (out / S.STATS_DIR).glob("*.json"))
+        own.update(p.with_suffix(".idx").name for p in (out / S.STATS_DIR).glob("*.json"))
+    return sorted(p.name for p in out.iterdir() if p.name not in own)
+
+
+def open_output(
+    out: Path, fp: str, source: CleanSource, overwrite: bool
+) -> tuple[Path, bool, Staging | None]:
+    """Where this run writes: (folder, resume?, staging or None).
+
+    A pack replacing a non-empty pack folder (`--overwrite`) is written into a staging folder
+    beside it (resumed if a crashed run of the same pack left one), else into `out` itself.
+    """
+    repair(out)
+    if not (_check_owner(out) and overwrite):
+        return out, prepare_output(out, fp, source), None
+    foreign = _not_the_pack(out)
+    if foreign:
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        warn(
+            JOB,
+            f"--overwrite: {out} also holds {len(foreign)} file(s) that are not part of its "
+            f"pack, which go with it: {', '.join(foreign[:5])}{more}",
+        )
+    staging = open_staging(out, fp, FORMAT_VERSION)
+    if staging.finished:
+        info(JOB, f"--overwrite: the replacement pack in {staging.folder} is finished")
+        return staging.folder, True, staging
+    resume = prepare_output(staging.folder, fp, source, staging.run_id)
+    what = "resuming the replacement" if resume else "writing the replacement"
+    info(JOB, f"--overwrite: {what} in {staging.folder}; {out} stays as it is until it is done")
+    return staging.folder, resume, staging
 
 
 # --------------------------------------------------------------------------- resume
@@ -290,40 +340,58 @@ def pack(
     input_dir: str, output_dir: str, config: PackConfig, overwrite: bool = False
 ) -> PackResult:
     """Pack a published clean output into WebDataset shards; resumes an unfinished run."""
-    from corpusclean.jobs.session import build_session, check_shared_output
-
     source = open_source(input_dir)
     check_output_vs_input([str(source.path)], output_dir)
     # (check_output_vs_input refuses an object-store output: tasks write shards as files.)
     out = Path(output_dir.removeprefix("file://")).expanduser().absolute()
-    shard_cfg = config.shard
     fp = fingerprint(source, config)
     # Everything about the input is checked before the output is touched: a bad input leaves
     # a previous pack (even with --overwrite) and an unfinished one as they were.
     paths = [str(source.data / rel) for rel, _ in source.files]
     rows = _check_input(paths, config)
-    resume = prepare_output(out, fp, source, overwrite)
-    if resume:
-        info(JOB, f"resuming the unfinished pack in {out}")
-
-    n_shards = docs = written = 0
-    seconds: dict[str, float] = {}
-    if source.files:
-        spark = build_session("corpusclean-pack", config.spark)
-        check_shared_output(spark, str(out))
-        scan_conf = {} if shard_cfg.shuffle else _whole_file_scan(source)
-        with _session_conf(spark, scan_conf), described(spark, JOB, "write"):
-            n_shards, docs, written, seconds = _pack_units(
-                spark, source, out, config, fp, resume, rows
-            )
-    elif resume:
-        committed_parts(None, out, fp, 0, shard_cfg)
-
-    index = build_index(out, source, config, n_shards, docs, fp)
+    where, resume, staging = open_output(out, fp, source, overwrite)
+    if staging is not None and staging.finished:
+        index = json.loads((where / INDEX).read_text("utf-8"))
+        n_shards, docs, written, seconds = index["totals"]["shards"], rows, 0, {}
+    else:
+        if resume and staging is None:
+            info(JOB, f"resuming the unfinished pack in {out}")
+        try:
+            n_shards, docs, written, seconds = _write(where, source, config, fp, resume, rows)
+            index = build_index(where, source, config, n_shards, docs, fp)
+        except Exception as exc:
+            full = disk_full(exc, out)
+            if full is None:
+                raise
+            # Nothing to resume from a full disk, and the space is better given back; a pack
+            # written in place keeps what it committed (it is the only copy there is).
+            if staging is not None:
+                staging.discard()
+            raise full from exc
+    if staging is not None:
+        staging.publish()
     total = index["totals"]
     if total["docs"] == 0:
         warn(JOB, f"input {source.path} holds no documents; the index lists no shards")
     return PackResult(out, total["shards"], total["docs"], written, index, seconds)
+
+
+def _write(
+    out: Path, source: CleanSource, config: PackConfig, fp: str, resume: bool, rows: int
+) -> tuple[int, int, int, dict[str, float]]:
+    """Write (or finish) the shards of an unfinished pack in `out`; (shards, docs, written,
+    seconds), as `_pack_units`."""
+    from corpusclean.jobs.session import build_session, check_shared_output
+
+    if not source.files:
+        if resume:
+            committed_parts(None, out, fp, 0, config.shard)
+        return 0, 0, 0, {}
+    spark = build_session("corpusclean-pack", config.spark)
+    check_shared_output(spark, str(out))
+    scan_conf = {} if config.shard.shuffle else _whole_file_scan(source)
+    with _session_conf(spark, scan_conf), described(spark, JOB, "write"):
+        return _pack_units(spark, source, out, config, fp, resume, rows)
 
 
 def _whole_file_scan(source: CleanSource) -> dict[str, str]:
@@ -495,15 +563,18 @@ def _shuffled_units(
             "_pkey": pa.array(S.partition_keys(n_tasks)[task_of], pa.int32()),
         }
     )
-    df = S.add_shuffle_order(raw, config.columns.id, shard_cfg.seed)
-    df = S.add_unit(df, n_units)
-    df = S.add_shard_payload(df, columns, config.columns.text, shard_cfg.docs_per_sample)
+    # The payload first, and then only it and the id: the user's own columns (some may be
+    # named like pack's `_h` or `_unit`) are then in the payload, unchanged, and nowhere else.
+    doc_id = S.column(config.columns.id)
+    df = S.add_shard_payload(raw, columns, config.columns.text, shard_cfg.docs_per_sample)
     payload = ["_txt", "_json"] if shard_cfg.docs_per_sample == 1 else ["_line"]
+    df = df.select(doc_id.alias("_id"), *payload)
+    df = S.add_unit(S.add_shuffle_order(df, "_id", shard_cfg.seed), n_units)
     staged = (
         df.join(F.broadcast(spark.createDataFrame(lookup)), on="_unit", how="inner")
         .repartition(n_tasks, "_pkey")
-        .sortWithinPartitions("_unit", "_h", config.columns.id)
-        .select("_unit", config.columns.id, *payload)
+        .sortWithinPartitions("_unit", "_h", "_id")
+        .select("_unit", F.col("_id").alias(config.columns.id), *payload)
     )
     return staged, n_tasks
 
@@ -528,13 +599,17 @@ def _file_units(
             f"{raw.rdd.getNumPartitions()} tasks for {len(todo)} files; check the "
             "spark.sql.files.* settings"
         )
-    scan = raw.select(
-        "*", raw["_metadata.file_path"].alias("_file"), raw["_metadata.row_index"].alias("_row")
-    )
     k = config.shard.docs_per_sample
-    df = S.add_shard_payload(scan, columns, config.columns.text, k)
+    # The payload before `_file` and `_row`, which the user's columns may be named like.
+    df = S.add_shard_payload(raw, columns, config.columns.text, k)
     payload = ["_json"] if k == 1 else ["_line"]
-    return df.select("_file", "_row", config.columns.id, *payload), len(todo)
+    df = df.select(
+        raw["_metadata.file_path"].alias("_file"),
+        raw["_metadata.row_index"].alias("_row"),
+        S.column(config.columns.id),
+        *payload,
+    )
+    return df, len(todo)
 
 
 def _footer(path: str) -> tuple[int, Any]:
@@ -796,6 +871,7 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
             if part.dali.is_file():
                 os.replace(part.dali, final.dali)
             part.stats.unlink()
+            hold("pack.number")
     docs = sum(int(m["docs"]) for m in markers.values())
     return firsts[-1], docs
 
@@ -912,11 +988,9 @@ def build_index(
 def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
     url = entry["url"]
     path = root / url
-    if not path.is_file():
-        return f"{url}: missing"
-    size = path.stat().st_size
-    if size != entry["filesize"]:
-        return f"{url}: {size:,} bytes on disk, the index says {entry['filesize']:,} (truncated?)"
+    problem = size_problem(path, entry)
+    if problem is not None:
+        return problem
     nsamples = ndocs = 0
     try:
         with open(path, "rb") as raw:
@@ -968,10 +1042,7 @@ def verify(shard_dir: str) -> dict[str, int]:
     with timer(), ThreadPoolExecutor(max_workers=4) as pool:
         problems = [p for p in pool.map(lambda e: _verify_shard(root, e, dali), entries) if p]
     if problems:
-        shown = "; ".join(problems[:3]) + (
-            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
-        )
-        raise RejectedError(f"{len(problems)} of {len(entries)} shards fail verification: {shown}")
+        raise damaged_error(problems, len(entries))
     totals = {
         "shards": len(entries),
         "samples": sum(e["nsamples"] for e in entries),

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from corpusclean.jobs import log
 from corpusclean.jobs.errors import EXIT_ERROR, EXIT_USAGE, CorpusCleanError, RejectedError
+from corpusclean.jobs.failures import known_failure
 
 
 def new_parser(job: str, description: str) -> argparse.ArgumentParser:
@@ -145,6 +146,12 @@ def _run_body(
         print(f"corpusclean {job}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a crash still gets one line; --debug shows where
+        known = known_failure(exc)
+        if known is not None:  # a recognised cause (a full disk) is said as such
+            print(f"corpusclean {job}: error: {known}", file=sys.stderr)
+            if debug:
+                traceback.print_exc()
+            return known.exit_code
         print(
             f"corpusclean {job}: error: {type(exc).__name__}: {_one_line(exc)} "
             f"(rerun with --debug for the traceback){_spark_log_hint()}",

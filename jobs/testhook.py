@@ -1,13 +1,18 @@
 """A hold point for crash tests: inert unless CORPUSCLEAN_TEST_HOLD is set.
 
-    CORPUSCLEAN_TEST_HOLD=POINT[,POINT...]@DIR
+    CORPUSCLEAN_TEST_HOLD=POINT[:N][,POINT[:N]...]@DIR
 
-On reaching a listed POINT the process writes `DIR/POINT.reached` (its pid) and waits until
-`DIR/POINT.go` exists. The crash-safety tests kill the process group while it waits, which puts a
-kill at an exact, repeatable place of the run instead of at a moment that depends on the machine.
+The N-th time (default the first) a process reaches a listed POINT it writes `DIR/POINT.reached`
+(its pid) and waits until `DIR/POINT.go` exists. The crash-safety tests kill the process group
+while it waits, which puts a kill at an exact, repeatable place of the run instead of at a moment
+that depends on the machine. Spark's Python workers inherit the variable in local mode, so points
+inside tasks hold too (counted per worker process).
+
 The points of `clean`: `prepared` (lock held, staging created), `read` (features staged),
 `dedup` (decisions staged), `write` (data staged), `publish` (staged output complete, not yet
-swapped in), `swapped` (swapped in, the previous output not yet removed).
+swapped in), `swapped` (swapped in, the previous output not yet removed). Of `pack`: `pack.task`
+(a write task started), `pack.part` (a part committed), `pack.number` (parts being numbered),
+`pack.publish` and `pack.swapped` (an --overwrite being swapped in).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from pathlib import Path
 
 ENV = "CORPUSCLEAN_TEST_HOLD"
+_reached: dict[str, int] = {}
 
 
 def hold(point: str) -> None:
@@ -25,7 +31,11 @@ def hold(point: str) -> None:
     if not spec:
         return
     names, _, folder = spec.rpartition("@")
-    if point not in names.split(","):
+    wanted = dict(item.partition(":")[::2] for item in names.split(","))
+    if point not in wanted:
+        return
+    _reached[point] = _reached.get(point, 0) + 1
+    if _reached[point] != int(wanted[point] or 1):
         return
     where = Path(folder)
     (where / f"{point}.reached").write_text(str(os.getpid()), "utf-8")

@@ -39,6 +39,8 @@ import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
+from corpusclean.jobs.testhook import hold
+
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does
 MAX_MEMBER_NAME = 100  # ustar name field; longer names would need PAX headers
@@ -202,22 +204,29 @@ def ustar_headers(keys: pa.Array, ext: str, sizes: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- Spark steps
 
 
+def column(name: str) -> Any:
+    """The column named `name` exactly: a dot in it is part of the name, not a struct field."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 def add_shard_payload(
     df: DataFrame, columns: Sequence[str], text_col: str, docs_per_sample: int
 ) -> DataFrame:
     """Add the bytes each document contributes to a shard.
 
-    Reads `columns` (the documents' own columns, `text_col` among them). With one document
+    Reads `columns` (the documents' own columns, `text_col` among them; a name may hold dots
+    or be one of the columns added here, whose values are read before they are replaced,
+    so compute the payload before adding any other column of pack's). With one document
     per sample adds `_txt` (the text, UTF-8; a null text is empty) and `_json` (all other
     columns, the doc_id included, as one JSON object); with several adds `_line` (all columns
     as one JSON line). The writer measures the sample sizes on these bytes itself.
     """
     data_cols = list(columns)
-    text = F.coalesce(F.col(text_col), F.lit(""))
+    text = F.coalesce(column(text_col), F.lit(""))
     if docs_per_sample == 1:
-        meta = F.to_json(F.struct(*[F.col(c) for c in data_cols if c != text_col]), JSON_OPTIONS)
+        meta = F.to_json(F.struct(*[column(c) for c in data_cols if c != text_col]), JSON_OPTIONS)
         return df.withColumns({"_txt": text.cast("binary"), "_json": meta.cast("binary")})
-    line = F.concat(F.to_json(F.struct(*[F.col(c) for c in data_cols]), JSON_OPTIONS), F.lit("\n"))
+    line = F.concat(F.to_json(F.struct(*[column(c) for c in data_cols]), JSON_OPTIONS), F.lit("\n"))
     return df.withColumn("_line", line.cast("binary"))
 
 
@@ -226,7 +235,7 @@ def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
 
     Reads `id_col`.
     """
-    return df.withColumn("_h", F.xxhash64(F.lit(seed).cast("int"), F.col(id_col)))
+    return df.withColumn("_h", F.xxhash64(F.lit(seed).cast("int"), column(id_col)))
 
 
 def add_unit(df: DataFrame, n_units: int) -> DataFrame:
@@ -659,6 +668,7 @@ class _Shard:
         )
         # The stats file is the commit marker: a shard without it is rewritten on resume.
         write_text_atomic(files.stats, stats.to_json(self.fingerprint), self.tmp)
+        hold("pack.part")
         return stats
 
 
@@ -945,6 +955,7 @@ def write_unit_parts(
     but not written again. A null doc_id, or one equal to the one before it, fails the task
     at that document, after the parts before it are committed.
     """
+    hold("pack.task")
     attempt = _attempt_id()
     by_path = {path: i for i, path in enumerate(spec.files)}
     seen: set[int] = set()

@@ -240,3 +240,31 @@ def installed(tmp_path_factory) -> Iterator[Installed]:
     proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     yield Installed(env_dir / "bin", wheel)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 5 MiB tmpfs mounted at tmp_path/fs, for disk-full tests (skipped where mounting is
+    not allowed: it needs root or CAP_SYS_ADMIN)."""
+    path = tmp_path / "fs"
+    path.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(path)]
+    mounted = subprocess.run(mount, capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()[:200]})")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _fill(folder: Path, leave: int) -> None:
+    stat = os.statvfs(folder)
+    (folder / "filler").write_bytes(bytes(max(0, stat.f_bavail * stat.f_frsize - leave)))
+
+
+@pytest.fixture
+def fill_disk() -> object:
+    """`fill_disk(folder, leave)` writes `folder/filler` so that about `leave` bytes stay free
+    on the folder's filesystem."""
+    return _fill

@@ -520,3 +520,33 @@ def test_chart_png_with_matplotlib(tmp_path):
     path = bench_loader.write_chart(_chart_report(), tmp_path / "bench.json")
     assert path == tmp_path / "bench.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "changed", "truncated-no-index"])
+def test_damaged_shards_are_named_and_not_measured(shard_dir, tmp_path, capsys, damage):
+    import hashlib
+    import shutil
+
+    folder = tmp_path / "shards"
+    shutil.copytree(shard_dir, folder)
+    index = json.loads((folder / "index.json").read_text("utf-8"))
+    for entry in index["shardlist"]:
+        entry["sha256"] = hashlib.sha256((folder / entry["url"]).read_bytes()).hexdigest()
+    (folder / "index.json").write_text(json.dumps(index), "utf-8")
+    victim = folder / "shard-000001.tar"
+    data = victim.read_bytes()
+    if damage == "changed":
+        victim.write_bytes(data[:1000] + bytes([data[1000] ^ 0xFF]) + data[1001:])
+    else:
+        victim.write_bytes(data[: len(data) // 2 + 100])
+    if damage == "truncated-no-index":
+        (folder / "index.json").unlink()
+    out = tmp_path / "bench.json"
+    capsys.readouterr()
+    rc = bench_loader.main(["--shards", str(folder), "--output", str(out), *FAST])
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "shard-000001.tar" in err and "pack --verify" in err
+    assert ("sha256 differs" if damage == "changed" else "truncated?") in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()

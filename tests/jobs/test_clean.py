@@ -261,3 +261,22 @@ def test_stage_lines_start_and_end_in_order_as_the_stages_run(
     assert by_name["near"]["rows_out"] == report["output_rows"]
     done = [ln for ln in lines if ln[11:].startswith("done:")]
     assert f"{report['output_rows']:,} rows" in done[2], done  # near's end line has its rows
+
+
+def test_disk_full_is_one_line_and_keeps_the_previous_output(
+    spark, corpus: Path, small_fs: Path, fill_disk, capsys
+) -> None:
+    out = small_fs / "clean"
+    assert clean.main(["--input", str(corpus), "--output", str(out), *FAST]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    fill_disk(small_fs, leave=60_000)
+    capsys.readouterr()
+    assert clean.main(["--input", str(corpus), "--output", str(out), *FAST]) == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("corpusclean clean:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith("corpusclean clean: error: disk full"), errors[0]
+    assert str(out) in errors[0]
+    after = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in small_fs.iterdir()) == ["clean", "filler"]  # staging removed

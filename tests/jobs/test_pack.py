@@ -541,6 +541,9 @@ def test_existing_output_needs_overwrite(
     (out / "stray.txt").write_text("left by someone")
     assert pack(corpus[0], out, "shard.prefix=part", extra=("--overwrite",)) == 0
     assert not (out / "stray.txt").exists()
+    assert "1 file(s) that are not part of its pack, which go with it: stray.txt" in (
+        capsys.readouterr().err
+    )
     assert read_index(out)["shardlist"][0]["url"] == "part-000000.tar"
     foreign = tmp_path / "foreign"
     foreign.mkdir()
@@ -627,3 +630,212 @@ def test_duplicate_doc_ids_are_refused(
     assert pack(clean, tmp_path / "out") == 1
     err = capsys.readouterr().err
     assert "occurs more than once" in err and repr(SPECIAL_IDS[3]) in err
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_overwrite_killed_mid_run_keeps_the_previous_pack(
+    corpus: tuple[Path, pa.Table],
+    packed: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The pack --overwrite replaces stays whole until the new one is finished; a rerun of
+    the killed command finishes the new one, byte-identical to an uninterrupted run."""
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    before = _snapshot(out)
+    sets = ("shard.prefix=part", "shard.dali_index=true")
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, *sets) == 0
+    config = pack_job.PackConfig(
+        shard=pack_job.ShardSection(target_bytes=TARGET, prefix="part", dali_index=True)
+    )
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("driver killed")
+
+    # killed after the write job, and then half-way through numbering
+    with monkeypatch.context() as m:
+        m.setattr(pack_job, "number_parts", crash)
+        with pytest.raises(RuntimeError):
+            pack_job.pack(str(corpus[0]), str(out), config, overwrite=True)
+    assert _snapshot(out) == before
+    assert main(["--verify", str(out)]) == 0
+    tars = itertools.count(1)
+    with _numbering_killed(monkeypatch, lambda dst: dst.endswith(".tar") and next(tars) == 2):
+        pack_job.pack(str(corpus[0]), str(out), config, overwrite=True)
+    assert _snapshot(out) == before
+    capsys.readouterr()
+    assert pack(corpus[0], out, *sets, extra=("--overwrite",)) == 0
+    err = capsys.readouterr().err
+    assert "resuming the replacement" in err and "0 written" in err
+    _same_pack(out, whole)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]  # no staging left
+    assert not (out / "shard-000000.tar").exists()
+
+
+def test_overwrite_publish_cut_between_renames_is_completed(
+    corpus: tuple[Path, pa.Table],
+    packed: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without renameat2 the swap is two renames; a crash between them is repaired."""
+    from corpusclean.jobs import pack_staging
+
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, "shard.prefix=part") == 0
+    real_rename = os.rename
+    calls = itertools.count(1)
+
+    def rename(src: Any, dst: Any) -> None:
+        if next(calls) == 2:
+            raise OSError("driver killed")
+        real_rename(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(pack_staging, "_exchange", lambda a, b: False)
+        m.setattr(pack_staging.os, "rename", rename)
+        assert pack(corpus[0], out, "shard.prefix=part", extra=("--overwrite",)) == 1
+    assert not out.exists()
+    # any later pack into the output first completes the swap
+    assert pack(corpus[0], out, "shard.prefix=part") == 1  # finished: needs --overwrite
+    _same_pack(out, whole)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
+
+
+def test_disk_full_is_one_line_and_keeps_the_previous_pack(
+    corpus: tuple[Path, pa.Table],
+    packed: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    small_fs: Path,
+    fill_disk: Any,
+) -> None:
+    fs = small_fs
+    out = fs / "out"
+    shutil.copytree(packed, out)
+    before = _snapshot(out)
+    # room for a few shards of a pack, not for all of them
+    fill_disk(fs, leave=400_000)
+    capsys.readouterr()
+    assert pack(corpus[0], fs / "new") == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("corpusclean pack:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith(
+        f"corpusclean pack: error: disk full: no space left on the device writing {fs}/new;"
+    )
+    # a pack written in place keeps what it committed, for a rerun once there is room
+    shutil.rmtree(fs / "new")
+    # replacing a pack: the previous one stays as it was, and the staging folder goes
+    assert pack(corpus[0], out, "shard.seed=5", extra=("--overwrite",)) == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("corpusclean pack:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert errors[0].startswith("corpusclean pack: error: disk full") and str(out) in errors[0]
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in fs.iterdir()) == ["filler", "out"]
+    assert main(["--verify", str(out)]) == 0
+
+
+def _killed_at(clean: Path, out: Path, point: str, *sets: str) -> str:
+    """Run `corpusclean pack --overwrite` in its own process group until it holds at `point`
+    (`NAME[:N]`, jobs/testhook.py), then SIGKILL the whole group; returns its stderr."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import threading
+    import time
+
+    args = [str(Path(sys.executable).parent / "corpusclean"), "pack", "--overwrite"]
+    args += ["--input", str(clean), "--output", str(out), "--set", f"shard.target_bytes={TARGET}"]
+    for item in (*sets, "spark.ui.showConsoleProgress=false", "spark.driver.memory=1g"):
+        args += ["--set", item]
+    holds = Path(tempfile.mkdtemp(prefix="pack-hold-"))
+    reached = holds / f"{point.partition(':')[0]}.reached"
+    env = {**os.environ, "CORPUSCLEAN_TEST_HOLD": f"{point}@{holds}"}
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read1(), b"")))
+    reader.start()
+    deadline = time.monotonic() + 300
+    try:
+        while not reached.exists():
+            assert proc.poll() is None, f"ended before {point}: {b''.join(chunks).decode()[-2000:]}"
+            assert time.monotonic() < deadline, f"never reached {point}"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        reader.join()
+        shutil.rmtree(holds, ignore_errors=True)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_sigkill_anywhere_in_an_overwrite_keeps_the_previous_pack(
+    corpus: tuple[Path, pa.Table], packed: Path, tmp_path: Path
+) -> None:
+    """Crash safety as a property: `pack --overwrite` killed (the whole process group) while
+    reading, writing shards, numbering them or publishing; seeded points, so deterministic."""
+    import random
+
+    sets = ("shard.seed=3",)
+    whole = tmp_path / "whole"
+    assert pack(corpus[0], whole, *sets) == 0
+    shards = read_index(whole)["totals"]["shards"]
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    before = _snapshot(out)
+    rng = random.Random(19)
+    # each run resumes what the one before it left, so every phase is reached in turn
+    points = [
+        "pack.task:1",
+        f"pack.part:{rng.randint(1, shards - 1)}",
+        f"pack.number:{rng.randint(1, shards)}",
+        "pack.publish:1",
+    ]
+    for point in points:
+        _killed_at(corpus[0], out, point, *sets)
+        assert _snapshot(out) == before, point
+        assert main(["--verify", str(out)]) == 0
+    # killed after the swap, before the previous pack (now in the staging folder) is removed
+    _killed_at(corpus[0], out, "pack.swapped:1", *sets)
+    _same_pack(out, whole)
+    assert pack(corpus[0], out, *sets, extra=("--overwrite",)) == 0
+    _same_pack(out, whole)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
+
+
+@pytest.mark.parametrize("shuffle", ["true", "false"])
+def test_column_names_with_dots_or_like_pack_s_own_come_back_unchanged(
+    spark: Any, tmp_path: Path, shuffle: str
+) -> None:
+    table = _docs(60)
+    for name in ("meta.source", "_h", "_unit", "_file", "_row", "_json", "_txt"):
+        table = table.append_column(name, pa.array([f"{name}-{i}" for i in range(60)]))
+    clean = make_clean(tmp_path / "clean", table)
+    out = tmp_path / "out"
+    assert pack(clean, out, f"shard.shuffle={shuffle}") == 0
+    want = expected_docs(table)
+    got = read_docs(out)
+    assert len(got) == 60
+    for doc in got:
+        doc.pop("__key__")
+        assert doc == want[doc["doc_id"]]
+    jsonl = tmp_path / "jsonl"
+    assert pack(clean, jsonl, f"shard.shuffle={shuffle}", "shard.docs_per_sample=4") == 0
+    assert sorted(read_docs(jsonl), key=lambda d: d["doc_id"]) == sorted(
+        want.values(), key=lambda d: d["doc_id"]
+    )
