@@ -67,6 +67,7 @@ SparkSettings = Annotated[dict[str, str], BeforeValidator(_spark_strings)]
 
 class InputSection(Section):
     format: Literal["auto", "parquet", "jsonl"] = "auto"
+    bad_lines: Literal["fail", "reject"] = "fail"
 
 
 class ColumnsSection(Section):

@@ -46,6 +46,7 @@ from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
 from corpusclean.jobs.publish import MARKER, SUCCESS, new_run_id
 from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.pipelines import shards as S
+from corpusclean.pipelines.columns import PACK_RESERVED, quoted, reserved_in
 
 JOB = "pack"
 INDEX = "index.json"
@@ -498,8 +499,8 @@ def _shuffled_units(
     staged = (
         df.join(F.broadcast(spark.createDataFrame(lookup)), on="_unit", how="inner")
         .repartition(n_tasks, "_pkey")
-        .sortWithinPartitions("_unit", "_h", config.columns.id)
-        .select("_unit", config.columns.id, *payload)
+        .sortWithinPartitions("_unit", "_h", F.col(quoted(config.columns.id)))
+        .select("_unit", F.col(quoted(config.columns.id)), *payload)
     )
     return staged, n_tasks
 
@@ -530,7 +531,7 @@ def _file_units(
     k = config.shard.docs_per_sample
     df = S.add_shard_payload(scan, columns, config.columns.text, k)
     payload = ["_json"] if k == 1 else ["_line"]
-    return df.select("_file", "_row", config.columns.id, *payload), len(todo)
+    return df.select("_file", "_row", df[quoted(config.columns.id)], *payload), len(todo)
 
 
 def _footer(path: str) -> tuple[int, Any]:
@@ -800,6 +801,13 @@ def _check_columns(schema: Any, config: PackConfig) -> None:
     import pyarrow as pa
 
     fields = {f.name: f.type for f in schema}
+    clash = reserved_in(fields, PACK_RESERVED)
+    if clash:
+        raise InputError(
+            f"the clean data has a column {clash[0]!r}, a name pack uses for its own "
+            f"bookkeeping (reserved: {', '.join(sorted(PACK_RESERVED))}); rename that column "
+            "in the input and rerun"
+        )
     for role, name in (("columns.id", config.columns.id), ("columns.text", config.columns.text)):
         if name not in fields:
             raise InputError(

@@ -39,6 +39,8 @@ import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
+from corpusclean.pipelines.columns import quoted
+
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does
 MAX_MEMBER_NAME = 100  # ustar name field; longer names would need PAX headers
@@ -213,11 +215,16 @@ def add_shard_payload(
     as one JSON line). The writer measures the sample sizes on these bytes itself.
     """
     data_cols = list(columns)
-    text = F.coalesce(F.col(text_col), F.lit(""))
+    # Quoted: a column named `meta.source` is one column, not a field of `meta`.
+    text = F.coalesce(F.col(quoted(text_col)), F.lit(""))
     if docs_per_sample == 1:
-        meta = F.to_json(F.struct(*[F.col(c) for c in data_cols if c != text_col]), JSON_OPTIONS)
+        meta = F.to_json(
+            F.struct(*[F.col(quoted(c)) for c in data_cols if c != text_col]), JSON_OPTIONS
+        )
         return df.withColumns({"_txt": text.cast("binary"), "_json": meta.cast("binary")})
-    line = F.concat(F.to_json(F.struct(*[F.col(c) for c in data_cols]), JSON_OPTIONS), F.lit("\n"))
+    line = F.concat(
+        F.to_json(F.struct(*[F.col(quoted(c)) for c in data_cols]), JSON_OPTIONS), F.lit("\n")
+    )
     return df.withColumn("_line", line.cast("binary"))
 
 
@@ -226,7 +233,7 @@ def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
 
     Reads `id_col`.
     """
-    return df.withColumn("_h", F.xxhash64(F.lit(seed).cast("int"), F.col(id_col)))
+    return df.withColumn("_h", F.xxhash64(F.lit(seed).cast("int"), F.col(quoted(id_col))))
 
 
 def add_unit(df: DataFrame, n_units: int) -> DataFrame:
