@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.types as pa_types
 import pyspark.sql.functions as F
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -135,8 +136,6 @@ def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
     `_source_file` and `_raw_line` next to the documents' columns (`LINE_COLUMNS`).
     """
     plan = plan_input(path, fmt)
-    if plan.rows == 0:
-        raise InputError(f"input {path} holds no rows")
     try:
         if fmt == "parquet":
             return spark.read.options(**plan.options).parquet(*plan.paths)
@@ -178,11 +177,7 @@ def check_schema(df: DataFrame, cfg: CleanConfig, path: str, internal: Sequence[
     fields = {f.name: f.dataType for f in df.schema.fields if f.name not in internal}
     clash = reserved_in(fields, CLEAN_RESERVED)
     if clash:
-        raise InputError(
-            f"input {path} has a column {clash[0]!r}, a name clean uses for its own "
-            f"bookkeeping (reserved: {', '.join(sorted(CLEAN_RESERVED))}); rename that column "
-            "in the input and rerun"
-        )
+        raise InputError(_reserved_message(path, clash[0]))
     have = ", ".join(fields) or "none"
     for key, name in (("columns.id", cfg.columns.id), ("columns.text", cfg.columns.text)):
         if name not in fields:
@@ -248,6 +243,44 @@ def _minhash_params(cfg: CleanConfig) -> Any:
         char_ngram=nd.char_ngram,
         bands=bands,
         rows=rows,
+    )
+
+
+def preflight(input_path: str, output: str, cfg: CleanConfig) -> None:
+    """Every check that needs no Spark, run before a session starts: the format, the output's
+    place, and for a local input its files (footers, checksums, names) and, for Parquet, the
+    raw-docs contract on the footers' columns. `clean` checks again on Spark's schema."""
+    fmt = detect_format(input_path, cfg.input.format)
+    check_output_vs_input([input_path], output)
+    plan = plan_input(input_path, fmt)
+    if plan.rows == 0:
+        raise InputError(f"input {input_path} holds no rows")
+    if plan.schema is None:
+        return
+    fields = {f.name: f.type for f in plan.schema}
+    clash = reserved_in(fields, CLEAN_RESERVED)
+    if clash:
+        raise InputError(_reserved_message(input_path, clash[0]))
+    if plan.partitioned:
+        return  # partition columns come from folder names, which footers do not hold
+    have = ", ".join(fields)
+    for key, name in (("columns.id", cfg.columns.id), ("columns.text", cfg.columns.text)):
+        if name not in fields:
+            raise InputError(
+                f"input {input_path} has no column {name!r} (its columns: {have}); set {key}=NAME"
+            )
+        if not pa_types.is_string(fields[name]) and not pa_types.is_large_string(fields[name]):
+            raise InputError(
+                f"input {input_path}: column {name!r} ({key}) must be a string, "
+                f"found {fields[name]}"
+            )
+
+
+def _reserved_message(path: str, name: str) -> str:
+    return (
+        f"input {path} has a column {name!r}, a name clean uses for its own bookkeeping "
+        f"(reserved: {', '.join(sorted(CLEAN_RESERVED))}); rename that column in the input "
+        "and rerun"
     )
 
 
@@ -645,6 +678,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not args.input or not args.output:
             parser.error("--input and --output are required (or --print-config)")
+        preflight(args.input, args.output, cfg)
         spark = build_session("corpusclean-clean", cfg.spark)
         run = clean(spark, args.input, args.output, cfg)
         summary = {

@@ -164,6 +164,8 @@ class InputFiles:
     paths: list[str]
     options: dict[str, str]
     rows: int | None = None
+    schema: Any = None  # Parquet: the files' columns (Arrow), merged
+    partitioned: bool = False  # files under `key=value/` folders: Spark adds those columns
 
 
 def plan_input(path: str, fmt: str) -> InputFiles:
@@ -174,6 +176,8 @@ def plan_input(path: str, fmt: str) -> InputFiles:
         if fmt == "parquet":
             log.info(JOB, f"input {path}: remote, schemas of its files are merged (mergeSchema)")
         return InputFiles([path], options)
+    import pyarrow as pa
+
     files = local_files(path)
     root = Path(path.removeprefix("file://"))
     options: dict[str, str] = {}
@@ -195,6 +199,7 @@ def plan_input(path: str, fmt: str) -> InputFiles:
         if _merge_schemas(found, path):
             options["mergeSchema"] = "true"
         rows = sum(ft.rows for ft in found)
+        schema = pa.unify_schemas([ft.schema for ft in found])
     else:
         data = [f for f in files if _is_jsonl_name(f.name)]
         for f in files:
@@ -205,7 +210,13 @@ def plan_input(path: str, fmt: str) -> InputFiles:
         _check_names(data)
         _check_crc(data)
         rows = None
-    return InputFiles([hadoop_escape(str(f.absolute())) for f in data], options, rows)
+        schema = None
+    partitioned = root.is_dir() and any(
+        "=" in part for f in data for part in f.relative_to(root).parent.parts
+    )
+    return InputFiles(
+        [hadoop_escape(str(f.absolute())) for f in data], options, rows, schema, partitioned
+    )
 
 
 def _is_jsonl_name(name: str) -> bool:
