@@ -99,12 +99,15 @@ def _footer(path: Path) -> Footer | None:
 
 
 def _check_names(files: list[Path]) -> None:
+    # Hadoop parses `a:b` in any path component as a URI scheme and fails on it.
     for f in files:
-        if ":" in f.name:
-            raise InputError(
-                f"input file {f}: Spark (Hadoop) cannot open a file whose name holds ':'; "
-                "rename the file"
-            )
+        for part in f.absolute().parts:
+            if ":" in part:
+                what = "file" if part == f.name else "folder"
+                raise InputError(
+                    f"input file {f}: Spark (Hadoop) cannot read a path with ':' in a {what} "
+                    f"name ({part!r}); rename it"
+                )
 
 
 def _check_crc(files: list[Path]) -> None:

@@ -145,6 +145,13 @@ def _colon_name(tmp: Path) -> list[str]:
     return _clean_args(tmp / "in", tmp)
 
 
+def _colon_folder(tmp: Path) -> list[str]:
+    folder = tmp / "in" / "2024-01-01T00:00"
+    folder.mkdir(parents=True)
+    pq.write_table(_table(), folder / "a.parquet")
+    return _clean_args(folder, tmp)
+
+
 def _type_conflict(tmp: Path) -> list[str]:
     _parquet(tmp, _table(2, n=[1, 2]), "a.parquet")
     _parquet(tmp, _table(2, n=["x", "y"]), "b.parquet")
@@ -299,6 +306,7 @@ CASES = [
     Case("clean-corrupt-parquet", _corrupt, 1, ("a.parquet", "not a readable Parquet")),
     Case("clean-stale-crc", _stale_crc, 1, ("a.parquet", ".a.parquet.crc")),
     Case("clean-colon-in-file-name", _colon_name, 1, ("part:1.parquet", "rename")),
+    Case("clean-colon-in-folder-name", _colon_folder, 1, ("'2024-01-01T00:00'", "rename")),
     Case("clean-mixed-types", _type_conflict, 1, ("b.parquet", "'n'")),
     Case("clean-id-not-string", _id_not_string, 1, ("'doc_id'", "must be a string")),
     Case("clean-text-not-string", _text_not_string, 1, ("'text'", "must be a string")),
@@ -357,9 +365,9 @@ def test_unreadable_input(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_odd_folder_is_read_as_named(tmp_path: Path) -> None:
-    """`[`, `:` and a space in the folder name, a README and a stray .crc-less text file inside,
-    a dotted column name: all read; the README is ignored with a warning."""
-    folder = tmp_path / "in" / "run[1] a:b"
+    """`[` and a space in the folder name, a README inside, a dotted column name: all read; the
+    README is ignored with a warning."""
+    folder = tmp_path / "in" / "run[1] b"
     folder.mkdir(parents=True)
     pq.write_table(_table(60, **{"meta.source": ["web"] * 60}), folder / "part-0.parquet")
     (folder / "README.txt").write_text("what this folder is\n")
