@@ -129,17 +129,19 @@ class Run:
         log.info(JOB, f"{stage.name:<10} {rows} in {stage.seconds:.1f}s{note}")
 
 
-def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
+def read_input(spark: SparkSession, path: str, fmt: str, line_columns: bool = False) -> DataFrame:
     """The raw documents as a DataFrame (Parquet file/folder/glob or JSON Lines, .gz too).
 
-    Local files are checked first (jobs/inputs.py). JSON Lines come with `_bad_line`,
-    `_source_file` and `_raw_line` next to the documents' columns (`LINE_COLUMNS`).
+    Local files are checked first (jobs/inputs.py). With `line_columns`, JSON Lines come with
+    `_bad_line`, `_source_file` and `_raw_line` next to the documents' columns (`LINE_COLUMNS`);
+    without, a bad line is a row of what Spark's parser made of it.
     """
     plan = plan_input(path, fmt)
     try:
         if fmt == "parquet":
             return spark.read.options(**plan.options).parquet(*plan.paths)
-        return read_jsonl(spark, plan)
+        docs = read_jsonl(spark, plan)
+        return docs if line_columns else docs.drop(*LINE_COLUMNS)
     except Exception as exc:  # Spark's AnalysisException for a path it cannot read
         explained = explain_read_error(exc)
         if explained is not None:
@@ -317,7 +319,7 @@ def _execute(
     # Part of the output contract, not tuning: Spark's INT96 default would turn the input's
     # timestamp columns into another Parquet type ("the input's columns unchanged").
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    raw = read_input(spark, run.input_path, fmt)
+    raw = read_input(spark, run.input_path, fmt, line_columns=True)
     lines = fmt == "jsonl"
     internal = LINE_COLUMNS if lines else ()
     check_schema(raw, cfg, run.input_path, internal)

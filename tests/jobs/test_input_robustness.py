@@ -190,6 +190,9 @@ def test_map_and_dotted_columns_pass_through_clean_and_pack(spark, tmp_path: Pat
     shards = tmp_path / "shards"
     assert pack_job.main(["--input", str(out), "--output", str(shards)]) == 0
     assert pack_job.main(["--verify", str(shards)]) == 0
+    in_order = tmp_path / "shards-in-order"
+    args = ["--input", str(out), "--output", str(in_order), "--set", "shard.shuffle=false"]
+    assert pack_job.main(args) == 0
 
 
 @pytest.mark.parametrize("name", sorted(CLEAN_RESERVED))
