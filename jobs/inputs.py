@@ -243,6 +243,13 @@ def read_jsonl(spark: SparkSession, plan: InputFiles) -> DataFrame:
     reader = spark.read.options(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT)
     inferred = reader.json(plan.paths).schema  # the same inference pass as before
     fields = [f for f in inferred.fields if f.name != CORRUPT]
+    if not fields and CORRUPT not in inferred.names:
+        raise InputError(f"input {local_path(plan.paths[0])} holds no rows (no non-blank line)")
+    if not fields:
+        raise InputError(
+            f"input {local_path(plan.paths[0])}: no line of it parses as a JSON object; is it "
+            "JSON Lines (one object per line)?"
+        )
     clash = reserved_in([f.name for f in fields], CLEAN_RESERVED)
     if clash:
         raise InputError(

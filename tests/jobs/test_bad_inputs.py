@@ -405,6 +405,20 @@ def test_degenerate_corpora_are_rejected_by_the_gate(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize(
+    ("name", "body", "needle"),
+    [("empty", b"\n\n", "holds no rows"), ("not-json", b"a,b\n1,2\n", "no line of it parses")],
+)
+def test_jsonl_without_documents(tmp_path: Path, name: str, body: bytes, needle: str) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(body)
+    proc = run_cli(*_clean_args(tmp_path / "in", tmp_path))
+    line = assert_clean_failure(proc, 1, "a.jsonl", needle)
+    print(f"clean-jsonl-{name}: exit {proc.returncode}: {line}")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark
 def test_bad_jsonl_line_names_file_and_line(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     folder.mkdir()
