@@ -142,6 +142,8 @@ def read_input(spark: SparkSession, path: str, fmt: str, line_columns: bool = Fa
             return spark.read.options(**plan.options).parquet(*plan.paths)
         docs = read_jsonl(spark, plan)
         return docs if line_columns else docs.drop(*LINE_COLUMNS)
+    except InputError:
+        raise
     except Exception as exc:  # Spark's AnalysisException for a path it cannot read
         explained = explain_read_error(exc)
         if explained is not None:
