@@ -39,7 +39,7 @@ def _stage_of(description: str) -> str:
 
 def task_metrics(events_dir: Path) -> dict[str, dict[str, float]]:
     """Per stage: core_s, shuffle_write_b, spill_b (memory + disk), peak_task_mem_b, tasks."""
-    (log,) = [p for p in events_dir.iterdir() if p.is_file()]
+    (log,) = [p for p in events_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
     stage_name: dict[int, str] = {}
     out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for line in log.read_text().splitlines():
@@ -88,6 +88,11 @@ def run(docs: int, seed: int) -> dict[str, Any]:
         "spark.eventLog.enabled=true",
         "--set",
         f"spark.eventLog.dir=file://{events}",
+        # Spark 4 rolls and zstd-compresses event logs by default: one plain file is read here.
+        "--set",
+        "spark.eventLog.rolling.enabled=false",
+        "--set",
+        "spark.eventLog.compress=false",
         "-q",
     ]
     start = time.perf_counter()

@@ -18,15 +18,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.types as pa_types
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame, Observation, SparkSession
-from pyspark.sql.types import NumericType, StringType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    MapType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from corpusclean import __version__
 from corpusclean.jobs import log
 from corpusclean.jobs.config import CleanConfig, dump_config, load_config
 from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
-from corpusclean.jobs.paths import check_output_vs_input, detect_format, preflight_paths
+from corpusclean.jobs.inputs import (
+    LINE_COLUMNS,
+    bad_line_rows,
+    explain_read_error,
+    first_bad_line,
+    plan_input,
+    read_jsonl,
+)
+from corpusclean.jobs.paths import check_output_vs_input, detect_format
 from corpusclean.jobs.publish import Publisher, check_output
 from corpusclean.jobs.report import write_reports
 from corpusclean.jobs.runner import new_parser, run_job
@@ -37,6 +54,13 @@ from corpusclean.jobs.session import (
     executor_facts,
 )
 from corpusclean.jobs.testhook import hold
+from corpusclean.pipelines.columns import (
+    BAD_LINE,
+    CLEAN_RESERVED,
+    ROW_HASH,
+    quoted,
+    reserved_in,
+)
 from corpusclean.pipelines.content import FeatureSpec, compute_content_features
 from corpusclean.pipelines.dedup import (
     ROW_ID,
@@ -57,7 +81,6 @@ from corpusclean.pipelines.missing import (
 from corpusclean.pipelines.rules import REASON, TEXT_LEN, mark_row_rules
 
 JOB = "clean"
-ROW_HASH = "_row_hash"
 # The read pass's observation also counts the rows the row rules reject.
 _RULES_REJECTED = "__rules_rejected"
 
@@ -99,6 +122,7 @@ class Run:
     input_rows: int = 0
     output_rows: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    bad_lines: dict[str, Any] | None = None
     removed: dict[str, int] = field(default_factory=dict)
     near: dict[str, Any] = field(default_factory=dict)
     audit: dict[str, Any] | None = None
@@ -110,20 +134,59 @@ class Run:
         self.stages.append(stage)
 
 
-def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
-    """The raw documents as a DataFrame (Parquet file/folder/glob or JSON Lines, .gz too)."""
+def read_input(spark: SparkSession, path: str, fmt: str, line_columns: bool = False) -> DataFrame:
+    """The raw documents as a DataFrame (Parquet file/folder/glob or JSON Lines, .gz too).
+
+    Local files are checked first (jobs/inputs.py). With `line_columns`, JSON Lines come with
+    `_bad_line`, `_source_file` and `_raw_line` next to the documents' columns (`LINE_COLUMNS`);
+    without, a bad line is a row of what Spark's parser made of it.
+    """
+    plan = plan_input(path, fmt)
     try:
         if fmt == "parquet":
-            return spark.read.parquet(path)
-        return spark.read.option("mode", "FAILFAST").json(path)
+            return spark.read.options(**plan.options).parquet(*plan.paths)
+        docs = read_jsonl(spark, plan)
+        return docs if line_columns else docs.drop(*LINE_COLUMNS)
+    except InputError:
+        raise
     except Exception as exc:  # Spark's AnalysisException for a path it cannot read
+        explained = explain_read_error(exc)
+        if explained is not None:
+            raise explained from exc
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"cannot read {fmt} input {path}: {first}") from exc
 
 
-def check_schema(df: DataFrame, cfg: CleanConfig, path: str) -> None:
-    """The raw-docs contract: id and text columns exist and are strings; configured columns fit."""
-    fields = {f.name: f.dataType for f in df.schema.fields}
+def _has_map(dtype: DataType) -> bool:
+    if isinstance(dtype, MapType):
+        return True
+    if isinstance(dtype, ArrayType):
+        return _has_map(dtype.elementType)
+    if isinstance(dtype, StructType):
+        return any(_has_map(f.dataType) for f in dtype.fields)
+    return False
+
+
+def row_hash(schema: StructType, names: list[str]) -> Any:
+    """A hash of a row's columns, the last tie-break between otherwise equal survivors.
+
+    Spark refuses to hash maps (equal maps may differ in entry order), so a column holding one
+    anywhere is hashed through its JSON, which is deterministic for the same stored row.
+    """
+    types = {f.name: f.dataType for f in schema.fields}
+    cols = [F.to_json(F.col(quoted(c))) if _has_map(types[c]) else F.col(quoted(c)) for c in names]
+    return F.xxhash64(*cols)
+
+
+def check_schema(df: DataFrame, cfg: CleanConfig, path: str, internal: Sequence[str] = ()) -> None:
+    """The raw-docs contract: id and text columns exist and are strings; configured columns fit.
+
+    `internal` names the columns read_input added itself (not the input's).
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields if f.name not in internal}
+    clash = reserved_in(fields, CLEAN_RESERVED)
+    if clash:
+        raise InputError(_reserved_message(path, clash[0]))
     have = ", ".join(fields) or "none"
     for key, name in (("columns.id", cfg.columns.id), ("columns.text", cfg.columns.text)):
         if name not in fields:
@@ -198,6 +261,44 @@ def check_paths(input_path: str, output: str) -> None:
     check_output(output, JOB)
 
 
+def preflight(input_path: str, output: str, cfg: CleanConfig) -> None:
+    """Every check that needs no Spark, run before a session starts: the format, the output's
+    place, and for a local input its files (footers, checksums, names) and, for Parquet, the
+    raw-docs contract on the footers' columns. `clean` checks again on Spark's schema."""
+    fmt = detect_format(input_path, cfg.input.format)
+    check_output_vs_input([input_path], output)
+    plan = plan_input(input_path, fmt)
+    if plan.rows == 0:
+        raise InputError(f"input {input_path} holds no rows")
+    if plan.schema is None:
+        return
+    fields = {f.name: f.type for f in plan.schema}
+    clash = reserved_in(fields, CLEAN_RESERVED)
+    if clash:
+        raise InputError(_reserved_message(input_path, clash[0]))
+    if plan.partitioned:
+        return  # partition columns come from folder names, which footers do not hold
+    have = ", ".join(fields)
+    for key, name in (("columns.id", cfg.columns.id), ("columns.text", cfg.columns.text)):
+        if name not in fields:
+            raise InputError(
+                f"input {input_path} has no column {name!r} (its columns: {have}); set {key}=NAME"
+            )
+        if not pa_types.is_string(fields[name]) and not pa_types.is_large_string(fields[name]):
+            raise InputError(
+                f"input {input_path}: column {name!r} ({key}) must be a string, "
+                f"found {fields[name]}"
+            )
+
+
+def _reserved_message(path: str, name: str) -> str:
+    return (
+        f"input {path} has a column {name!r}, a name clean uses for its own bookkeeping "
+        f"(reserved: {', '.join(sorted(CLEAN_RESERVED))}); rename that column in the input "
+        "and rerun"
+    )
+
+
 def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -> Run:
     """Run the whole job; returns the run's facts. Raises RejectedError when a gate refuses."""
     fmt = detect_format(input_path, cfg.input.format)
@@ -216,9 +317,12 @@ def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -
         except RejectedError:
             publisher.reject()  # kept for inspection, as the message says
             raise
-        except BaseException:
+        except BaseException as exc:
             # A crash leaves nothing half-published; its staging is of no use to anyone.
             publisher.discard()
+            explained = explain_read_error(exc)
+            if explained is not None:
+                raise explained from exc
             raise
         shutil.rmtree(work, ignore_errors=True)
         publisher.publish()
@@ -235,9 +339,12 @@ def _execute(
     # Part of the output contract, not tuning: Spark's INT96 default would turn the input's
     # timestamp columns into another Parquet type ("the input's columns unchanged").
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    raw = read_input(spark, run.input_path, fmt)
-    check_schema(raw, cfg, run.input_path)
-    input_cols = raw.columns
+    raw = read_input(spark, run.input_path, fmt, line_columns=True)
+    lines = fmt == "jsonl"
+    internal = LINE_COLUMNS if lines else ()
+    check_schema(raw, cfg, run.input_path, internal)
+    input_cols = [c for c in raw.columns if c not in internal]
+    input_schema = StructType([f for f in raw.schema.fields if f.name in input_cols])
 
     # The row key is only a join key inside this run (the same plan reads the same splits);
     # every survivor is chosen by content ordering, never by it.
@@ -245,24 +352,29 @@ def _execute(
     median_cols = [c for c, how in cfg.missing.numeric.items() if how == "median"]
     marked = (
         raw.withColumn(ROW_ID, F.monotonically_increasing_id())
-        .withColumn(ROW_HASH, F.xxhash64(*[F.col(f"`{c}`") for c in input_cols]))
+        .withColumn(ROW_HASH, row_hash(raw.schema, input_cols))
         .transform(
             lambda d: mark_row_rules(
                 d, id_col, text_col, cfg.rules.min_chars, cfg.rules.max_chars, drop_numeric
             )
         )
     )
+    if lines:
+        # A line that is not one JSON object is a rejected row like any other, with its reason.
+        marked = marked.withColumn(REASON, F.coalesce(F.col(BAD_LINE), F.col(REASON)))
 
     # Pass 1: every statistic and feature that needs the full rows, in one scan. The row
     # rules' count rides on the same observation, so their line needs no pass of its own.
+    aggregates = [
+        *missing_value_aggregates(input_schema, median_cols),
+        F.sum(F.col(REASON).isNotNull().cast("long")).alias(_RULES_REJECTED),
+    ]
+    if lines:
+        aggregates.append(F.sum(F.col(BAD_LINE).isNotNull().cast("long")).alias("__bad_lines"))
     minhash = _minhash_params(cfg) if cfg.near_dedup.enabled else None
     with log.stage(JOB, "read", spark=spark) as st:
         stats = Observation("missing")
-        observed = marked.observe(
-            stats,
-            *missing_value_aggregates(raw.schema, median_cols),
-            F.sum(F.col(REASON).isNotNull().cast("long")).alias(_RULES_REJECTED),
-        )
+        observed = marked.observe(stats, *aggregates)
         narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, *_order_columns(cfg)]
         features = observed.select(*[F.col(f"`{c}`") for c in dict.fromkeys(narrow)], text_col)
         spec = FeatureSpec(text_col=text_col, valid_col=REASON, minhash=minhash)
@@ -276,7 +388,10 @@ def _execute(
     run.stage(Stage("read", None, run.input_rows, st.seconds, st.note))
     if run.input_rows == 0:
         raise InputError(f"input {run.input_path} holds no rows")
-    run.columns = summarise_missing(metrics, raw.schema, cfg.missing.review_threshold)
+    bad_lines = (
+        _bad_lines(spark, run, raw, int(metrics.get("__bad_lines") or 0), work) if lines else None
+    )
+    run.columns = summarise_missing(metrics, input_schema, cfg.missing.review_threshold)
     run.medians = {
         c: float(metrics[f"{c}__median"])
         for c in median_cols
@@ -293,7 +408,10 @@ def _execute(
         )
     n = run.input_rows
     after_rules = n - int(metrics.get(_RULES_REJECTED) or 0)
-    _stage_within(run, "rules", n, after_rules, "computed in the read pass")
+    note = "computed in the read pass"
+    if run.bad_lines and run.bad_lines["count"]:
+        note += f"; {run.bad_lines['count']:,} bad input lines"
+    _stage_within(run, "rules", n, after_rules, note)
 
     # Decisions on the narrow frame: doc_id and exact dedup in one write, counted by an
     # observation on that write (no pass of their own); near dedup then reads them back.
@@ -395,14 +513,8 @@ def _execute(
             .sortWithinPartitions(id_col)
         )
         data.write.parquet(str(staging / "data"))
-        (
-            full.filter(F.col(REASON).isNotNull())
-            .select(
-                *[F.col(f"`{c}`") for c in input_cols],
-                F.col(REASON).alias("reject_reason"),
-                F.lit("rules").alias("reject_stage"),
-            )
-            .write.parquet(str(staging / "rejected"))
+        _rejected_rows(full, input_cols, input_schema, lines, bad_lines).write.parquet(
+            str(staging / "rejected")
         )
         build_duplicates_table(decisions, id_col).sortWithinPartitions(
             "cluster_id", "doc_id"
@@ -444,6 +556,76 @@ def _stage_within(run: Run, name: str, rows_in: int, rows_out: int, note: str) -
     """A stage whose work ran inside another one: its rows now, no seconds of its own."""
     run.stage(Stage(name, rows_in, rows_out, 0.0, note))
     log.stage_note(JOB, name, rows_in, rows_out, note)
+
+
+def _bad_lines(
+    spark: SparkSession, run: Run, raw: DataFrame, count: int, work: Path
+) -> DataFrame | None:
+    """Act on the JSON Lines that are not one object each: fail naming the first, or list them.
+
+    Returns the bad lines for rejected/ (`input.bad_lines: reject`), None when there are none.
+    """
+    mode = run.config.input.bad_lines
+    run.bad_lines = {"mode": mode, "count": count}
+    if count == 0:
+        return None
+    bad = raw.filter(F.col(BAD_LINE).isNotNull())
+    if mode == "fail":
+        path, line, reason, total, files = first_bad_line(bad)
+        where = f"{path} line {line}" if line is not None else path
+        raise InputError(
+            f"input file {where}: {reason} ({total:,} bad line{'s' if total != 1 else ''} in "
+            f"{files} file{'s' if files != 1 else ''}); fix the input, or set "
+            "input.bad_lines=reject to send bad lines to rejected/"
+        )
+    rows = bad_line_rows(spark, bad, work).cache()
+    files = rows.select("source_file").distinct().count()
+    run.bad_lines["files"] = files
+    log.warn(
+        JOB,
+        f"{count:,} input lines in {files} file(s) are not one JSON object each; "
+        "they go to rejected/ with their file, line and reason (input.bad_lines=reject)",
+    )
+    return rows
+
+
+def _rejected_rows(
+    full: DataFrame,
+    input_cols: list[str],
+    input_schema: StructType,
+    lines: bool,
+    bad_lines: DataFrame | None,
+) -> DataFrame:
+    """rejected/: rows the row rules refused and, for JSON Lines, lines that are no document."""
+    rule_rejects = full.filter(F.col(REASON).isNotNull())
+    extra: list[Any] = []
+    if lines:
+        rule_rejects = rule_rejects.filter(F.col(BAD_LINE).isNull())
+        # JSON Lines rejects always carry where a line came from (null for rule rejects).
+        extra = [
+            F.lit(None).cast("string").alias("source_file"),
+            F.lit(None).cast("long").alias("source_line"),
+            F.lit(None).cast("string").alias("raw_line"),
+        ]
+    rejected = rule_rejects.select(
+        *[F.col(quoted(c)) for c in input_cols],
+        F.col(REASON).alias("reject_reason"),
+        F.lit("rules").alias("reject_stage"),
+        *extra,
+    )
+    if bad_lines is None:
+        return rejected
+    typed = [F.lit(None).cast(f.dataType).alias(f.name) for f in input_schema.fields]
+    return rejected.unionByName(
+        bad_lines.select(
+            *typed,
+            F.col("reject_reason"),
+            F.lit("input").alias("reject_stage"),
+            "source_file",
+            "source_line",
+            "raw_line",
+        )
+    )
 
 
 def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> dict[str, Any]:
@@ -491,6 +673,7 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         "gate": {"min_retention": cfg.gate.min_retention, "passed": bool(run.gate_passed)},
         "stages": [s.as_dict() for s in run.stages],
         "rejected": run.rejected,
+        "bad_lines": run.bad_lines,
         "removed": run.removed,
         "columns": run.columns,
         "flagged_columns": run.flagged,
@@ -543,7 +726,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.input or not args.output:
             parser.error("--input and --output are required (or --print-config)")
         # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
-        preflight_paths([args.input], args.output, cfg.input.format)
+        preflight(args.input, args.output, cfg)
         check_paths(args.input, args.output)
         spark = build_session("corpusclean-clean", cfg.spark)
         check_shared_output(spark, args.output)

@@ -79,6 +79,7 @@ SparkSettings = Annotated[
 
 class InputSection(Section):
     format: Literal["auto", "parquet", "jsonl"] = "auto"
+    bad_lines: Literal["fail", "reject"] = "fail"
 
 
 class ColumnsSection(Section):

@@ -53,6 +53,7 @@ from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.shardcheck import damaged_error, size_problem
 from corpusclean.jobs.testhook import hold
 from corpusclean.pipelines import shards as S
+from corpusclean.pipelines.columns import PACK_RESERVED, reserved_in
 
 JOB = "pack"
 INDEX = "index.json"
@@ -880,6 +881,13 @@ def _check_columns(schema: Any, config: PackConfig) -> None:
     import pyarrow as pa
 
     fields = {f.name: f.type for f in schema}
+    clash = reserved_in(fields, PACK_RESERVED)
+    if clash:
+        raise InputError(
+            f"the clean data has a column {clash[0]!r}, a name pack uses for its own "
+            f"bookkeeping (reserved: {', '.join(sorted(PACK_RESERVED))}); rename that column "
+            "in the input and rerun"
+        )
     for role, name in (("columns.id", config.columns.id), ("columns.text", config.columns.text)):
         if name not in fields:
             raise InputError(

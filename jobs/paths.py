@@ -38,12 +38,17 @@ def _format_of_name(name: str) -> str | None:
 def local_files(path: str) -> list[Path]:
     """The data files a local path, folder or glob stands for (hidden and `_` files skipped)."""
     local = path[len("file://") :] if path.startswith("file://") else path
-    if any(ch in local for ch in "*?["):
+    # A path that exists is read as named, even with `[` in it; only a missing one is a glob.
+    if any(ch in local for ch in "*?[") and not Path(local).exists():
         matches = [Path(p) for p in sorted(glob.glob(local, recursive=True))]
+        if not matches:
+            raise InputError(f"input {path}: the pattern matches no files")
     else:
         p = Path(local)
         if not p.exists():
             raise InputError(f"input {path} does not exist")
+        if not os.access(p, os.R_OK) or (p.is_dir() and not os.access(p, os.X_OK)):
+            raise InputError(f"input {path} is not readable (permission denied)")
         matches = [p]
     files: list[Path] = []
     for m in matches:
@@ -83,6 +88,8 @@ def detect_format(path: str, configured: str) -> str:
 def resolved(path: str) -> Path:
     """An absolute, symlink-free local path (for comparing inputs and outputs)."""
     local = path[len("file://") :] if path.startswith("file://") else path
+    if Path(local).exists():
+        return Path(local).expanduser().resolve()
     base = local.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
     return Path(base or ".").expanduser().resolve()
 
@@ -108,22 +115,3 @@ def check_output_vs_input(inputs: list[str], output: str) -> None:
                 f"output {output} contains the input {item}; publishing would replace it — "
                 "choose a separate folder"
             )
-
-
-def check_input_exists(path: str) -> None:
-    """A local input path, folder or glob that names at least one data file (remote: Spark's)."""
-    if is_remote(path):
-        return
-    if not local_files(path):
-        raise InputError(f"input {path} matches no data files")
-
-
-def preflight_paths(inputs: list[str], output: str | None, configured_format: str) -> list[str]:
-    """The checks a job makes before Spark starts; returns each input's format."""
-    formats = []
-    for item in inputs:
-        check_input_exists(item)
-        formats.append(detect_format(item, configured_format))
-    if output is not None:
-        check_output_vs_input(inputs, output)
-    return formats

@@ -28,11 +28,7 @@ from pyspark.sql.types import (
 if TYPE_CHECKING:
     from corpusclean.pipelines.minhash import MinHashParams
 
-NORM_HASH = "_norm_hash"
-MINHASH = "_minhash"
-BANDS = "_bands"
-SHINGLES = "_shingles"
-
+from corpusclean.pipelines.columns import BANDS, MINHASH, NORM_HASH, SHINGLES
 
 # The bytes RE2's `\s` matches (tab, LF, FF, CR, space): the whitespace the hash collapses. NFKC
 # has already turned the other Unicode spaces (NBSP, ideographic space, ...) into U+0020.

@@ -14,12 +14,14 @@ from __future__ import annotations
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 
-STAGE = "_stage"
-ROW_ID = "_rid"
-DOCID_GROUP = "_docid_group"
-DOCID_KEPT = "_docid_kept"
-EXACT_CLUSTER = "_exact_cluster"
-NEAR_CLUSTER = "_near_cluster"
+from corpusclean.pipelines.columns import (
+    DOCID_GROUP,
+    DOCID_KEPT,
+    EXACT_CLUSTER,
+    NEAR_CLUSTER,
+    ROW_ID,
+    STAGE,
+)
 
 
 def survivor_order(

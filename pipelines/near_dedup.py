@@ -18,9 +18,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
-ROW_ID = "_rid"
-BANDS = "_bands"
-MINHASH = "_minhash"
+from corpusclean.pipelines.columns import BANDS, MINHASH, ROW_ID
 
 
 def explode_band_keys(df: DataFrame) -> DataFrame:

@@ -7,13 +7,17 @@ from collections.abc import Iterable
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
-REASON = "_reject_reason"
-TEXT_LEN = "_text_len"
+from corpusclean.pipelines.columns import REASON, TEXT_LEN
+
+# Characters that show nothing: Unicode whitespace, format characters (Cf: zero-width space,
+# joiners, word joiner, BOM, soft hyphen, bidi marks), controls (Cc), the combining grapheme
+# joiner and the Hangul fillers. A text made only of these is as blank as an empty one.
+_INVISIBLE = r"\s\p{Cf}\p{Cc}\x{034F}\x{115F}\x{1160}\x{3164}\x{FFA0}"
 
 
 def is_blank(col: Column) -> Column:
-    """True for a string of whitespace only (Unicode whitespace, tabs and newlines included)."""
-    return col.rlike(r"(?U)^\s*$")
+    """True for a string of whitespace or invisible characters only (zero-width spaces, BOMs)."""
+    return col.rlike(rf"(?U)^[{_INVISIBLE}]*$")
 
 
 def mark_row_rules(

@@ -40,6 +40,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
 from corpusclean.jobs.testhook import hold
+from corpusclean.pipelines.columns import quoted
 
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does
@@ -206,7 +207,7 @@ def ustar_headers(keys: pa.Array, ext: str, sizes: np.ndarray) -> np.ndarray:
 
 def column(name: str) -> Any:
     """The column named `name` exactly: a dot in it is part of the name, not a struct field."""
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(quoted(name))
 
 
 def add_shard_payload(

@@ -250,7 +250,9 @@ class Killer:
 
 def _executor_lost_in(events_dir: Path, stage: str) -> bool:
     """True when the event log shows a task of a `stage` stage lost with its executor."""
-    (log,) = [p for p in events_dir.iterdir() if p.is_file()]
+    logs = [p for p in events_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
+    assert len(logs) == 1, f"expected one event log in {events_dir}, found {logs}"
+    log = logs[0]
     descriptions: dict[int, str] = {}
     lost = False
     for line in log.read_text().splitlines():
@@ -278,12 +280,18 @@ def _faulty_run(installed, cluster, runs: Runs, stage: str, *job: str) -> tuple[
         "spark.eventLog.enabled=true",
         "--conf",
         f"spark.eventLog.dir=file://{events}",
+        # Spark 4 rolls and zstd-compresses event logs by default: one plain file is read here.
+        "--conf",
+        "spark.eventLog.rolling.enabled=false",
+        "--conf",
+        "spark.eventLog.compress=false",
     ]
     with Killer(cluster, port, stage) as killer:
         proc = _submit(installed, cluster, runs, *job, conf=conf)
     try:
-        assert killer.killed is not None, "the watcher never saw the stage running"
-        assert _executor_lost_in(events, stage), f"no task of {stage!r} lost its executor"
+        tail = proc.stdout[-1500:] + proc.stderr[-1500:]
+        assert killer.killed is not None, f"the watcher never saw the stage running: {tail}"
+        assert _executor_lost_in(events, stage), f"no task of {stage!r} lost its executor: {tail}"
     finally:
         if killer.killed is not None:
             cluster.start_worker(killer.killed)

@@ -1,0 +1,89 @@
+"""Every bookkeeping column the jobs add next to a user's columns, named once.
+
+A job adds these to the frame that holds the input's own columns, so an input column of the
+same name would be overwritten (and published) or would make the plan ambiguous. The jobs
+check the input's columns against `CLEAN_RESERVED` / `PACK_RESERVED` before Spark runs anything
+(`reserved_in`) and refuse with the column's name. The modules that use a name import it from
+here, so a new bookkeeping column cannot be forgotten in the check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# clean: the row frame (jobs/clean.py, pipelines/rules.py, pipelines/dedup.py)
+ROW_ID = "_rid"
+ROW_HASH = "_row_hash"
+REASON = "_reject_reason"
+TEXT_LEN = "_text_len"
+STAGE = "_stage"
+DOCID_GROUP = "_docid_group"
+DOCID_KEPT = "_docid_kept"
+EXACT_CLUSTER = "_exact_cluster"
+NEAR_CLUSTER = "_near_cluster"
+RANK = "__rank"
+# clean: content features (pipelines/content.py) and near dedup (pipelines/near_dedup.py)
+NORM_HASH = "_norm_hash"
+MINHASH = "_minhash"
+BANDS = "_bands"
+SHINGLES = "_shingles"
+SIZE = "__size"
+# clean: JSON Lines input (jobs/inputs.py): the raw line, its file, why it is not a document
+CORRUPT = "_corrupt_record"
+RAW_LINE = "_raw_line"
+SOURCE_FILE = "_source_file"
+BAD_LINE = "_bad_line"
+# clean: the audit's helper columns on the staged output (jobs/quality.py)
+AUDIT_COLUMNS = ("_dup_doc_id", "_bad_char_ratio", "_removed_in", "_text_checks")
+# Spark's hidden file-metadata column: a user column of this name hides it.
+METADATA = "_metadata"
+
+# pack (jobs/pack.py, pipelines/shards.py)
+SHUFFLE_HASH = "_h"
+UNIT = "_unit"
+PARTITION_KEY = "_pkey"
+TXT = "_txt"
+JSON = "_json"
+LINE = "_line"
+FILE = "_file"
+ROW = "_row"
+
+CLEAN_RESERVED: frozenset[str] = frozenset(
+    {
+        ROW_ID,
+        ROW_HASH,
+        REASON,
+        TEXT_LEN,
+        STAGE,
+        DOCID_GROUP,
+        DOCID_KEPT,
+        EXACT_CLUSTER,
+        NEAR_CLUSTER,
+        RANK,
+        NORM_HASH,
+        MINHASH,
+        BANDS,
+        SHINGLES,
+        SIZE,
+        CORRUPT,
+        RAW_LINE,
+        SOURCE_FILE,
+        BAD_LINE,
+        METADATA,
+        *AUDIT_COLUMNS,
+    }
+)
+# pack builds each sample's payload from the input's columns before it adds its own (_h, _unit,
+# _file, _row...), and then keeps only the payload and the id: a user column named like one of
+# them comes back unchanged. Only Spark's hidden file-metadata column cannot share its name.
+PACK_RESERVED: frozenset[str] = frozenset({METADATA})
+
+
+def reserved_in(columns: Iterable[str], reserved: frozenset[str]) -> list[str]:
+    """The names of `columns` that are bookkeeping names in `reserved`, in input order."""
+    return [c for c in columns if c in reserved]
+
+
+def quoted(name: str) -> str:
+    """`name` as a Spark column reference that never parses dots or backticks inside it."""
+    return "`" + name.replace("`", "``") + "`"
