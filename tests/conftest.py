@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -226,9 +227,14 @@ class Installed:
 def installed(tmp_path_factory) -> Iterator[Installed]:
     """The package as a user gets it: `pip install corpusclean-*.whl` into a new venv."""
     root = tmp_path_factory.mktemp("installed")
+    # Built from a copy: setuptools reuses a checkout's build/ folder, which can still hold
+    # modules the checkout no longer has.
+    source = root / "source"
+    skip = shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "out", "__pycache__")
+    shutil.copytree(CHECKOUT, source, ignore=skip)
     wheels = root / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(CHECKOUT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
         check=True,
         capture_output=True,
         timeout=300,
