@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean
@@ -190,6 +191,7 @@ def test_an_output_holding_foreign_files_is_refused_before_spark(tmp_path: Path)
     (p.staging / "data" / "part-0.parquet").write_text("")
     p.publish()
     (out / "my-notes.md").write_text("keep me")
+    pq.write_table(pa.table({"doc_id": ["a"], "text": ["x" * 200]}), tmp_path / "raw.parquet")
     proc = subprocess.run(
         [CLI, "clean", "--input", str(tmp_path / "raw.parquet"), "--output", str(out)],
         capture_output=True,
