@@ -195,6 +195,20 @@ def test_check_runs_on_the_cluster(
     assert json.loads(report.read_text())["verdict"] == "pass"
 
 
+def test_submit_refuses_executors_no_worker_can_hold(
+    installed, standalone_cluster, runs: Runs
+) -> None:
+    """The shipped cluster properties ask for 4g executors; the workers have 3 GB each."""
+    args = ["submit", "--master", standalone_cluster.url, "--master-ui", standalone_cluster.ui]
+    args += ["--properties-file", "cluster", "clean", "--input", str(runs.raw), "--output", "x"]
+    proc = installed.run(*args, cwd=runs.root, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no alive worker of" in lines[0], proc.stderr[-2000:]
+    assert "spark.executor.memory=3072m" in lines[0]
+    assert not (runs.root / "x").exists()
+
+
 class Killer:
     """Watches a driver's REST API and kills the worker running a task of a named stage."""
 
