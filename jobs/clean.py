@@ -53,7 +53,6 @@ from corpusclean.jobs.session import (
     effective_settings,
     executor_facts,
 )
-from corpusclean.jobs.testhook import hold
 from corpusclean.pipelines.columns import (
     BAD_LINE,
     CLEAN_RESERVED,
@@ -79,6 +78,7 @@ from corpusclean.pipelines.missing import (
     summarise_missing,
 )
 from corpusclean.pipelines.rules import REASON, TEXT_LEN, mark_row_rules
+from corpusclean.testhook import hold
 
 JOB = "clean"
 # The read pass's observation also counts the rows the row rules reject.

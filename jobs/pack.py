@@ -51,9 +51,9 @@ from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
 from corpusclean.jobs.publish import MARKER, SUCCESS, new_run_id
 from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.shardcheck import damaged_error, size_problem
-from corpusclean.jobs.testhook import hold
 from corpusclean.pipelines import shards as S
 from corpusclean.pipelines.columns import PACK_RESERVED, reserved_in
+from corpusclean.testhook import hold
 
 JOB = "pack"
 INDEX = "index.json"

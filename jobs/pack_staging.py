@@ -26,7 +26,7 @@ from typing import Any
 from corpusclean.jobs.errors import InputError
 from corpusclean.jobs.log import info
 from corpusclean.jobs.publish import MARKER, _exchange, new_run_id
-from corpusclean.jobs.testhook import hold
+from corpusclean.testhook import hold
 
 JOB = "pack"
 PREFIX = "pack-"

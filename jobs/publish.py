@@ -38,7 +38,7 @@ from typing import Any
 from corpusclean.jobs import log
 from corpusclean.jobs.errors import InputError
 from corpusclean.jobs.runlock import RunLock, describe, owner_alive, owner_record
-from corpusclean.jobs.testhook import hold
+from corpusclean.testhook import hold
 
 MARKER = "_corpusclean.json"
 SUCCESS = "_SUCCESS"

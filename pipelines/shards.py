@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
-from corpusclean.jobs.testhook import hold
 from corpusclean.pipelines.columns import quoted
+from corpusclean.testhook import hold
 
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does

@@ -5,12 +5,14 @@ installed venv packed by `corpusclean submit --env-archive`, not from this test'
 Every cluster output is compared with local mode's on the same input and config, and a worker is
 SIGKILLed in the middle of clean's near-dedup and of pack's shard writes.
 
-How a kill is made to land mid-stage: the jobs name each stage in Spark's job description
-(`corpusclean clean: near`, `corpusclean pack: write`), and a watcher polls the driver's REST API
-(`/api/v1/applications/APP/stages?status=active` and that stage's running tasks) until a stage
-of that name is active with at least one task finished and one still running; it then kills the
-worker that started the executor running it (found by its work dir). The event log proves it
-afterwards: that executor was removed while a stage of that name was running.
+How a kill is made to land mid-stage: the tasks of the stage hold at a test hold point
+(corpusclean.testhook: `near.verify` in near-dedup's verification tasks, `pack.task` in pack's
+write tasks) until released. A watcher sees them arrive, asks the driver's REST API
+(`/api/v1/applications/APP/stages?status=active` and the stage's task list) which executor runs
+a task of the stage named in its job description (`corpusclean clean: near`, `corpusclean pack:
+write`), SIGKILLs the worker that started that executor (found by its work dir), and only then
+releases the tasks. The event log proves it afterwards: that executor was removed while a stage
+of that name was running, and its task was run again elsewhere.
 """
 
 from __future__ import annotations
@@ -210,15 +212,21 @@ def test_submit_refuses_executors_no_worker_can_hold(
 
 
 class Killer:
-    """Watches a driver's REST API and kills the worker running a task of a named stage."""
+    """Kills the worker running a task that holds at `point`, then lets the tasks go on.
 
-    def __init__(self, cluster, ui_port: int, stage: str) -> None:
+    The job's tasks wait at the hold point (corpusclean.testhook, passed to the executors as
+    spark.executorEnv.CORPUSCLEAN_TEST_HOLD) until the `.go` file exists, so the kill cannot
+    fall between two short tasks: the watcher sees `POINT.reached`, asks the driver's REST API
+    which executors run tasks of the stage named `stage`, kills the worker of one, and only
+    then writes `POINT.go`.
+    """
+
+    def __init__(self, cluster, ui_port: int, stage: str, point: str, holds: Path) -> None:
         self.cluster = cluster
         self.api = f"http://127.0.0.1:{ui_port}/api/v1/applications"
-        self.stage = stage
+        self.stage, self.point, self.holds = stage, point, holds
         self.killed: int | None = None
         self.executor: str | None = None
-        self.seen: str = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -228,42 +236,46 @@ class Killer:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=30)
+        self._release()
+
+    def _release(self) -> None:
+        (self.holds / f"{self.point}.go").write_text("")
 
     def _get(self, path: str) -> Any:
-        with urllib.request.urlopen(f"{self.api}{path}", timeout=2) as resp:
+        with urllib.request.urlopen(f"{self.api}{path}", timeout=5) as resp:
             return json.loads(resp.read())
 
     def _watch(self) -> None:
-        while not self._stop.is_set() and self.killed is None:
+        reached = self.holds / f"{self.point}.reached"
+        deadline = time.monotonic() + 600
+        while not self._stop.is_set() and time.monotonic() < deadline:
             time.sleep(0.2)
+            if not reached.exists():
+                continue
             try:
-                (app,) = self._get("")
-                stages = self._get(f"/{app['id']}/stages?status=active")
-                target = [
-                    s
-                    for s in stages
-                    if self.stage in (s.get("description") or "")
-                    and s["numCompleteTasks"] >= 1
-                    and s["numActiveTasks"] >= 1
-                ]
-                if not target:
-                    continue
-                stage = target[0]
-                tasks = self._get(
-                    f"/{app['id']}/stages/{stage['stageId']}/{stage['attemptId']}"
-                    "/taskList?length=10000"
-                )
-                running = {t["executorId"] for t in tasks if t.get("status") == "RUNNING"}
-                for executor in sorted(running - {"driver"}):
-                    worker = self.cluster.worker_of(app["id"], executor)
-                    if worker is not None:
-                        self.seen = f"{stage['stageId']}:{stage.get('description')}"
-                        self.cluster.kill_worker(worker)
-                        self.killed, self.executor = worker, executor
-                        return
+                if self._kill_one():
+                    break
             except (OSError, ValueError, KeyError):
-                continue  # the driver's UI is not up yet, or the app has ended
+                continue  # the driver's UI is busy; ask again
+        self._release()
+
+    def _kill_one(self) -> bool:
+        (app,) = self._get("")
+        for stage in self._get(f"/{app['id']}/stages?status=active"):
+            if self.stage not in (stage.get("description") or ""):
+                continue
+            tasks = self._get(
+                f"/{app['id']}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?length=10000"
+            )
+            running = {t["executorId"] for t in tasks if t.get("status") == "RUNNING"}
+            for executor in sorted(running - {"driver"}):
+                worker = self.cluster.worker_of(app["id"], executor)
+                if worker is not None:
+                    self.cluster.kill_worker(worker)
+                    self.killed, self.executor = worker, executor
+                    return True
+        return False
 
 
 def _lost_mid_stage(events_dir: Path, stage: str, executor: str) -> bool:
@@ -285,13 +297,19 @@ def _lost_mid_stage(events_dir: Path, stage: str, executor: str) -> bool:
     return False
 
 
-def _faulty_run(installed, cluster, runs: Runs, stage: str, *job: str) -> tuple[Any, Killer]:
-    events = runs.root / f"events-{stage.replace(' ', '_').replace(':', '')}"
+def _faulty_run(
+    installed, cluster, runs: Runs, stage: str, point: str, *job: str
+) -> tuple[Any, Killer]:
+    name = point.replace(".", "-")
+    events, holds = runs.root / f"events-{name}", runs.root / f"holds-{name}"
     events.mkdir()
+    holds.mkdir()
     port = _free_port()
     conf = [
         "--conf",
         f"spark.ui.port={port}",
+        "--conf",
+        f"spark.executorEnv.CORPUSCLEAN_TEST_HOLD={point}@{holds}",
         "--conf",
         "spark.eventLog.enabled=true",
         "--conf",
@@ -302,11 +320,11 @@ def _faulty_run(installed, cluster, runs: Runs, stage: str, *job: str) -> tuple[
         "--conf",
         "spark.eventLog.compress=false",
     ]
-    with Killer(cluster, port, stage) as killer:
+    with Killer(cluster, port, stage, point, holds) as killer:
         proc = _submit(installed, cluster, runs, *job, conf=conf)
     try:
         tail = proc.stdout[-1500:] + proc.stderr[-1500:]
-        assert killer.killed is not None, f"the watcher never saw the stage running: {tail}"
+        assert killer.killed is not None, f"no task of {stage!r} was seen running: {tail}"
         assert killer.executor is not None
         assert _lost_mid_stage(events, stage, killer.executor), f"not lost mid-{stage!r}: {tail}"
     finally:
@@ -324,6 +342,7 @@ def test_clean_survives_a_worker_killed_during_near_dedup(
         standalone_cluster,
         runs,
         "corpusclean clean: near",
+        "near.verify",
         "clean",
         "--input",
         str(runs.raw),
@@ -346,6 +365,7 @@ def test_pack_survives_a_worker_killed_while_writing_shards(
         standalone_cluster,
         runs,
         "corpusclean pack: write",
+        "pack.task",
         "pack",
         "--input",
         str(cluster_clean),

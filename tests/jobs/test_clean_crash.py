@@ -1,7 +1,7 @@
 """`clean` under SIGKILL and concurrent runs: the published output is always one complete run.
 
 Each killed run is a real `corpusclean clean` process in its own session, held at a named point
-by the CORPUSCLEAN_TEST_HOLD hook (jobs/testhook.py) or caught while Spark writes, then killed
+by the CORPUSCLEAN_TEST_HOLD hook (corpusclean.testhook) or caught while Spark writes, then killed
 with its whole process group (the JVM and the Python workers with it). The points are seeded
 choices (see `_kill_points`), so a run of the suite is repeatable.
 """
@@ -24,7 +24,7 @@ import pytest
 from corpusclean.jobs import clean
 from corpusclean.jobs.publish import check_output
 from corpusclean.jobs.sample import generate
-from corpusclean.jobs.testhook import ENV
+from corpusclean.testhook import ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -53,7 +53,7 @@ def corpora(tmp_path_factory, spark) -> dict[str, Path]:
 
 
 # The Spark-side kill points: "spark-write" is caught while Spark writes the staged features,
-# the others are the hold points of jobs/testhook.py. A seed picks two of them (each costs a
+# the others are the hold points of corpusclean.testhook. A seed picks two of them (each costs a
 # Spark start); CORPUSCLEAN_CRASH_SEED explores others, CORPUSCLEAN_CRASH_POINTS=all takes all.
 SPARK_POINTS = ["spark-write", "read", "dedup", "write"]
 SEED = int(os.environ.get("CORPUSCLEAN_CRASH_SEED", "19"))

@@ -751,7 +751,7 @@ def test_disk_full_is_one_line_and_keeps_the_previous_pack(
 
 def _killed_at(clean: Path, out: Path, point: str, *sets: str) -> str:
     """Run `corpusclean pack --overwrite` in its own process group until it holds at `point`
-    (`NAME[:N]`, jobs/testhook.py), then SIGKILL the whole group; returns its stderr."""
+    (`NAME[:N]`, src/corpusclean/testhook.py), then SIGKILL the whole group; returns its stderr."""
     import signal
     import subprocess
     import sys

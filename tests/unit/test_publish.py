@@ -18,7 +18,7 @@ from corpusclean.jobs import publish as pub
 from corpusclean.jobs.errors import CorpusCleanError, InputError
 from corpusclean.jobs.paths import check_output_vs_input, detect_format
 from corpusclean.jobs.publish import Publisher
-from corpusclean.jobs.testhook import ENV
+from corpusclean.testhook import ENV
 
 
 def _stage(p: Publisher, content: str) -> None:

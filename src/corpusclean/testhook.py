@@ -5,12 +5,14 @@
 The N-th time (default the first) a process reaches a listed POINT it writes `DIR/POINT.reached`
 (its pid) and waits until `DIR/POINT.go` exists. The crash-safety tests kill the process group
 while it waits, which puts a kill at an exact, repeatable place of the run instead of at a moment
-that depends on the machine. Spark's Python workers inherit the variable in local mode, so points
-inside tasks hold too (counted per worker process).
+that depends on the machine. Spark's Python workers inherit the variable in local mode (on a
+cluster, pass it as `spark.executorEnv.CORPUSCLEAN_TEST_HOLD`), so points inside tasks hold too,
+counted per worker process; once the `.go` file exists, no later arrival waits.
 
 The points of `clean`: `prepared` (lock held, staging created), `read` (features staged),
 `dedup` (decisions staged), `write` (data staged), `publish` (staged output complete, not yet
-swapped in), `swapped` (swapped in, the previous output not yet removed). Of `pack`: `pack.task`
+swapped in), `swapped` (swapped in, the previous output not yet removed), and in its tasks
+`near.verify` (a near-dedup verification task started). Of `pack`: `pack.task`
 (a write task started), `pack.part` (a part committed), `pack.number` (parts being numbered),
 `pack.publish` and `pack.swapped` (an --overwrite being swapped in).
 """
