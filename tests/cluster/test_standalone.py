@@ -39,8 +39,10 @@ from corpusclean.jobs.sample import generate
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
+CHECKOUT = Path(__file__).parents[2]
+
 N_DOCS = 40_000
-# Executors of 1 GB on 3 GB workers; 8 shuffle partitions where local mode uses 16, so the
+# Executors of 1 GB on 3 GB workers; 8 shuffle partitions where local mode uses 4, so the
 # comparison also shows the output does not depend on partitioning.
 SMALL = [
     "--conf",
@@ -116,11 +118,20 @@ def _shard_hashes(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def local_clean(installed, runs: Runs) -> Path:
+    """Local mode, the wheel install run from the checkout's root: Spark's Python workers put
+    their working directory first on sys.path, so a checkout folder named like the package would
+    shadow the installed one in every task."""
     out = runs.root / "local-clean"
     # The audit does not change the output; the cluster run has it on.
     args = ["clean", "--input", str(runs.raw), "--output", str(out), "--set", "audit.enabled=false"]
-    proc = _local(installed, runs, *args)
+    # The README's own example: the setting must reach Spark (and the report must show it).
+    args += ["--set", "spark.sql.shuffle.partitions=4"]
+    proc = installed.run(*args, cwd=CHECKOUT, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Ignoring non-Spark config property" not in proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["spark"]["shuffle_partitions"] == "4"
+    assert report["spark"]["settings"] == {"spark.sql.shuffle.partitions": "4"}
     return out
 
 

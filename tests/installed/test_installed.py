@@ -3,17 +3,17 @@
 Every other tier imports the editable install of this checkout, which hides packaging bugs: a
 module missing from the wheel or the `--py-files` zip, a data file not shipped, a checkout folder
 that shadows the installed package. Here the package is built into a wheel, installed with its
-dependencies into a new venv, and its CLI is run the way the README says.
+dependencies into a new venv, and its CLI is run the way the README says. (The cluster tier
+runs its local-mode `clean` with this install from the checkout's root, where a checkout folder
+named like the package would shadow the installed one in every Spark task.)
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import zipfile
 from pathlib import Path
 
-import pyarrow.dataset as ds
 import pytest
 
 pytestmark = [pytest.mark.installed, pytest.mark.e2e]
@@ -39,7 +39,7 @@ def test_the_wheel_holds_every_module_of_the_checkout(installed) -> None:
 
 def test_the_demo_runs_from_outside_the_checkout(installed, tmp_path: Path) -> None:
     work = _outside(tmp_path)
-    proc = installed.run("demo", "--output", "demo", "--docs", "2000", cwd=work)
+    proc = installed.run("demo", "--output", "demo", "--docs", "1000", cwd=work)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (work / "demo/clean/_SUCCESS").is_file()
     assert (work / "demo/shards/index.json").is_file()
@@ -52,34 +52,6 @@ def test_the_demo_runs_from_outside_the_checkout(installed, tmp_path: Path) -> N
         text=True,
     )
     assert version.returncode == 0 and version.stdout.strip()
-
-
-def test_clean_from_the_checkout_root_uses_the_installed_package(installed, tmp_path: Path) -> None:
-    # Spark's Python workers put their working directory first on sys.path: a folder of the
-    # checkout named like the package would shadow the installed one in every task.
-    work = _outside(tmp_path)
-    sample = installed.run("sample", "--output", str(work / "raw"), "--docs", "800", cwd=work)
-    assert sample.returncode == 0, sample.stderr[-2000:]
-    out = work / "clean"
-    proc = installed.run(
-        "clean",
-        "--input",
-        str(work / "raw"),
-        "--output",
-        str(out),
-        "--set",
-        "audit.enabled=false",
-        "--set",
-        "spark.sql.shuffle.partitions=4",
-        cwd=CHECKOUT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads((out / "report.json").read_text())
-    # The README's own example: the setting reaches Spark and the report shows it.
-    assert report["spark"]["shuffle_partitions"] == "4"
-    assert report["spark"]["settings"] == {"spark.sql.shuffle.partitions": "4"}
-    assert "Ignoring non-Spark config property" not in proc.stderr
-    assert ds.dataset(out / "data").count_rows() == report["output_rows"]
 
 
 def test_the_submit_zip_imports_every_module_on_its_own(installed, tmp_path: Path) -> None:

@@ -59,6 +59,18 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     )
 
 
+def run_in_process(
+    capsys: pytest.CaptureFixture[str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`corpusclean ARGS...` through its entry function, with its exit code, stdout and stderr."""
+    from corpusclean.jobs.cli import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out, err)
+
+
 def assert_clean_failure(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
     """One error line with every needle, the exit code, no traceback of either language."""
     err = proc.stderr
@@ -391,14 +403,21 @@ def test_odd_folder_is_read_as_named(tmp_path: Path) -> None:
     ],
 )
 def test_degenerate_corpora_are_rejected_by_the_gate(
-    tmp_path: Path, name: str, texts: Callable[[int], str], code: int, needle: str
+    spark,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    name: str,
+    texts: Callable[[int], str],
+    code: int,
+    needle: str,
 ) -> None:
     _parquet(
         tmp_path,
         pa.table({"doc_id": [f"d{i}" for i in range(40)], "text": [texts(i) for i in range(40)]}),
     )
     before = tree_hash(tmp_path / "in")
-    proc = run_cli(*_clean_args(tmp_path / "in", tmp_path))
+    # In this process, on the shared session: the gate's answer does not depend on the CLI.
+    proc = run_in_process(capsys, *_clean_args(tmp_path / "in", tmp_path))
     line = assert_clean_failure(proc, code, needle)
     print(f"clean-{name}: exit {proc.returncode}: {line}")
     assert not (tmp_path / "out").exists()
