@@ -233,6 +233,12 @@ def submitted_settings(properties: str | None, confs: Sequence[str]) -> dict[str
     return settings
 
 
+def _command(args: argparse.Namespace, py_zip: Path, archive: Path | None) -> list[str]:
+    return build_command(
+        args.master, args.job, list(args.args), py_zip, args.properties_file, args.conf, archive
+    )
+
+
 def _ensure_archive(archive: Path | None) -> None:
     if archive is None:
         return
@@ -314,30 +320,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         archive = Path(args.env_archive).absolute() if args.env_archive else None
         if args.print_command:
             py_zip = Path(args.py_zip or f"corpusclean-{corpusclean.__version__}.zip").absolute()
-            cmd = build_command(
-                args.master,
-                args.job,
-                list(args.args),
-                py_zip,
-                args.properties_file,
-                args.conf,
-                archive,
-            )
+            cmd = _command(args, py_zip, archive)
             _ensure_archive(archive)
             build_zip(py_zip)
             print(shlex.join(cmd))
             return 0
         with tempfile.TemporaryDirectory(prefix="corpusclean-submit-") as tmp:
             py_zip = Path(args.py_zip) if args.py_zip else Path(tmp) / "corpusclean.zip"
-            cmd = build_command(
-                args.master,
-                args.job,
-                list(args.args),
-                py_zip,
-                args.properties_file,
-                args.conf,
-                archive,
-            )
+            cmd = _command(args, py_zip, archive)
             if not args.no_resource_check:
                 settings = submitted_settings(args.properties_file, args.conf)
                 log.info(JOB, preflight(args.master, args.master_ui, settings))
