@@ -255,16 +255,17 @@ def _minhash_params(cfg: CleanConfig) -> Any:
     )
 
 
-def check_paths(input_path: str, output: str) -> None:
-    """Output checks that need no Spark, run before the session starts: refusals come at once."""
-    check_output_vs_input([input_path], output)
+def preflight(input_path: str, output: str, cfg: CleanConfig) -> None:
+    """Every check that needs no Spark, run before a session starts: the input's files, then
+    the output (its lock, foreign files, mount point), so refusals come at once."""
+    _preflight_input(input_path, output, cfg)
     check_output(output, JOB)
 
 
-def preflight(input_path: str, output: str, cfg: CleanConfig) -> None:
-    """Every check that needs no Spark, run before a session starts: the format, the output's
-    place, and for a local input its files (footers, checksums, names) and, for Parquet, the
-    raw-docs contract on the footers' columns. `clean` checks again on Spark's schema."""
+def _preflight_input(input_path: str, output: str, cfg: CleanConfig) -> None:
+    """The format, the output's place, and for a local input its files (footers, checksums,
+    names) and, for Parquet, the raw-docs contract on the footers' columns. `clean` checks
+    again on Spark's schema."""
     fmt = detect_format(input_path, cfg.input.format)
     check_output_vs_input([input_path], output)
     plan = plan_input(input_path, fmt)
@@ -727,7 +728,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--input and --output are required (or --print-config)")
         # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
         preflight(args.input, args.output, cfg)
-        check_paths(args.input, args.output)
         spark = build_session("corpusclean-clean", cfg.spark)
         check_shared_output(spark, args.output)
         run = clean(spark, args.input, args.output, cfg)
