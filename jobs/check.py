@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from corpusclean.jobs import log
-from corpusclean.jobs.config import CleanConfig, load_config
+from corpusclean.jobs.config import CleanConfig, audit_stage_params, load_clean_config
 from corpusclean.jobs.errors import ConfigError, InputError, RejectedError, UsageError
 from corpusclean.jobs.paths import detect_format, is_remote, resolved
 from corpusclean.jobs.publish import MARKER, SUCCESS
@@ -136,14 +136,12 @@ def params_from_report(report: dict[str, Any]) -> dict[str, object]:
 def params_from_config(cfg: CleanConfig) -> dict[str, object]:
     """Suite parameters of raw input from the clean config it would be cleaned with."""
     return {
+        **audit_stage_params(cfg.pipeline()),
         "id_column": cfg.columns.id,
         "text_column": cfg.columns.text,
-        "min_chars": cfg.rules.min_chars,
-        "max_chars": cfg.rules.max_chars,
         "min_retention": cfg.gate.min_retention,
         "review_threshold": cfg.missing.review_threshold,
         "allowed_langs": list(cfg.audit.allowed_langs),
-        "exact_dedup": cfg.exact_dedup.enabled,
     }
 
 
@@ -320,7 +318,7 @@ def check(args: argparse.Namespace) -> int:
             raise InputError(f"{base} is a clean output without a data/ folder")
         fmt = "parquet"
     else:
-        cfg = load_config(CleanConfig, "default", args.config, args.set)
+        cfg = load_clean_config(args.config, args.set)
         params = params_from_config(cfg)
         spark_conf = cfg.spark
         fmt = detect_format(input_path, cfg.input.format)

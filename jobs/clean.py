@@ -20,20 +20,23 @@ from typing import Any
 
 import pyarrow.types as pa_types
 import pyspark.sql.functions as F
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql.types import (
     ArrayType,
     DataType,
     MapType,
     NumericType,
-    StringType,
     StructType,
-    TimestampType,
 )
 
 from corpusclean import __version__
 from corpusclean.jobs import log
-from corpusclean.jobs.config import CleanConfig, dump_config, load_config
+from corpusclean.jobs.config import (
+    CleanConfig,
+    audit_stage_params,
+    dump_config,
+    load_clean_config,
+)
 from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
 from corpusclean.jobs.inputs import (
     LINE_COLUMNS,
@@ -53,36 +56,34 @@ from corpusclean.jobs.session import (
     effective_settings,
     executor_facts,
 )
+from corpusclean.pipelines.base import Dedup, Pipeline, funnel_aggregates
 from corpusclean.pipelines.columns import (
     BAD_LINE,
     CLEAN_RESERVED,
+    REASON,
     ROW_HASH,
+    ROW_ID,
+    SCORE_PREFIX,
+    STAGE,
+    TEXT_LEN,
     quoted,
     reserved_in,
 )
-from corpusclean.pipelines.content import FeatureSpec, compute_content_features
-from corpusclean.pipelines.dedup import (
-    ROW_ID,
-    STAGE,
-    apply_near_clusters,
-    build_duplicates_table,
-    mark_doc_id_duplicates,
-    mark_exact_duplicates,
-    stage_funnel_aggregates,
-    start_stages,
-    survivor_order,
-)
+from corpusclean.pipelines.content import ReadPass, run_read_pass, spark_fields
+from corpusclean.pipelines.dedup import apply_clusters, build_duplicates_table
 from corpusclean.pipelines.missing import (
+    ROWS,
     impute_with_medians,
     missing_value_aggregates,
     summarise_missing,
 )
-from corpusclean.pipelines.rules import REASON, TEXT_LEN, mark_row_rules
+from corpusclean.schemas import missing_required, raw_docs_required, wrong_types
 from corpusclean.testhook import hold
 
 JOB = "clean"
-# The read pass's observation also counts the rows the row rules reject.
-_RULES_REJECTED = "__rules_rejected"
+# The funnel's line for JSON Lines input: lines that are not one JSON object.
+INPUT_STAGE = "input"
+_BAD_LINES = "__bad_lines"
 
 
 @dataclass
@@ -124,10 +125,23 @@ class Run:
     rejected: dict[str, int] = field(default_factory=dict)
     bad_lines: dict[str, Any] | None = None
     removed: dict[str, int] = field(default_factory=dict)
-    near: dict[str, Any] = field(default_factory=dict)
     audit: dict[str, Any] | None = None
     gate_passed: bool | None = None
+    # Each cluster stage's figures for the report (`near_dedup`), by stage name.
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    input_schema: StructType = field(default_factory=StructType)
+    lines: bool = False  # JSON Lines input: its bad lines have a funnel line
     started: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        self.pipeline: Pipeline = self.config.pipeline()
+
+    @property
+    def filter_stages(self) -> list[str]:
+        """The funnel's lines computed in the read pass: the input's bad lines (JSON Lines),
+        then every listed filter."""
+        lines = [INPUT_STAGE] if self.lines else []
+        return lines + [f.name for f in self.pipeline.filters]
 
     def stage(self, stage: Stage) -> None:
         """Add a line to the report's funnel (its progress lines are printed as it runs)."""
@@ -178,26 +192,30 @@ def row_hash(schema: StructType, names: list[str]) -> Any:
     return F.xxhash64(*cols)
 
 
-def check_schema(df: DataFrame, cfg: CleanConfig, path: str, internal: Sequence[str] = ()) -> None:
-    """The raw-docs contract: id and text columns exist and are strings; configured columns fit.
+def check_schema(
+    df: DataFrame, cfg: CleanConfig, pipe: Pipeline, path: str, internal: Sequence[str] = ()
+) -> None:
+    """The raw-docs contract (schemas/) and what each listed stage reads (`Step.check`).
 
     `internal` names the columns read_input added itself (not the input's).
     """
-    fields = {f.name: f.dataType for f in df.schema.fields if f.name not in internal}
-    clash = reserved_in(fields, CLEAN_RESERVED)
+    schema = StructType([f for f in df.schema.fields if f.name not in internal])
+    fields = {f.name: f.dataType for f in schema.fields}
+    clash = reserved_in(fields, CLEAN_RESERVED, (SCORE_PREFIX,))
     if clash:
         raise InputError(_reserved_message(path, clash[0]))
+    required = raw_docs_required(cfg.columns.id, cfg.columns.text)
     have = ", ".join(fields) or "none"
-    for key, name in (("columns.id", cfg.columns.id), ("columns.text", cfg.columns.text)):
-        if name not in fields:
-            raise InputError(
-                f"input {path} has no column {name!r} (its columns: {have}); set {key}=NAME"
-            )
-        if not isinstance(fields[name], StringType):
-            raise InputError(
-                f"input {path}: column {name!r} ({key}) must be a string, "
-                f"found {fields[name].simpleString()}"
-            )
+    keys = {cfg.columns.id: "columns.id", cfg.columns.text: "columns.text"}
+    for name in missing_required(schema, required):
+        raise InputError(
+            f"input {path} has no column {name!r} (its columns: {have}); set {keys[name]}=NAME"
+        )
+    for name, found, _ in wrong_types(schema, required):
+        raise InputError(
+            f"input {path}: column {name!r} ({keys[name]}) must be a string, "
+            f"found {found.simpleString()}"
+        )
     for name in cfg.missing.numeric:
         if name not in fields:
             raise ConfigError(f"missing.numeric names column {name!r}, which the input lacks")
@@ -205,54 +223,9 @@ def check_schema(df: DataFrame, cfg: CleanConfig, path: str, internal: Sequence[
             raise ConfigError(
                 f"missing.numeric.{name}: column is {fields[name].simpleString()}, not numeric"
             )
-    for key, keep in (
-        ("doc_id_dedup.keep", cfg.doc_id_dedup.keep),
-        ("exact_dedup.keep", cfg.exact_dedup.keep),
-        ("near_dedup.keep", cfg.near_dedup.keep),
-    ):
-        if keep == "longest":
-            continue
-        name = cfg.columns.timestamp if keep == "newest" else keep
-        if name not in fields:
-            raise ConfigError(f"{key}={keep} needs column {name!r}, which the input lacks")
-        dtype = fields[name]
-        ok = (
-            isinstance(dtype, TimestampType | NumericType)
-            if keep == "newest"
-            else (isinstance(dtype, NumericType))
-        )
-        if not ok:
-            raise ConfigError(f"{key}={keep}: column {name!r} is {dtype.simpleString()}")
-
-
-def _order_columns(cfg: CleanConfig) -> list[str]:
-    cols: list[str] = []
-    for keep in (cfg.doc_id_dedup.keep, cfg.exact_dedup.keep, cfg.near_dedup.keep):
-        name = cfg.columns.timestamp if keep == "newest" else None if keep == "longest" else keep
-        if name and name not in cols:
-            cols.append(name)
-    return cols
-
-
-def _minhash_params(cfg: CleanConfig) -> Any:
-    from corpusclean.pipelines.minhash import MinHashParams, optimal_bands
-
-    nd = cfg.near_dedup
-    if nd.bands is None or nd.rows is None:
-        bands, rows = optimal_bands(
-            nd.threshold, nd.num_perm, nd.false_positive_weight, 1 - nd.false_positive_weight
-        )
-    else:
-        bands, rows = nd.bands, nd.rows
-    return MinHashParams(
-        num_perm=nd.num_perm,
-        seed=nd.seed,
-        tokenizer=nd.tokenizer,
-        ngram=nd.ngram,
-        char_ngram=nd.char_ngram,
-        bands=bands,
-        rows=rows,
-    )
+    refused = pipe.check(fields)
+    if refused is not None:
+        raise ConfigError(refused[1])
 
 
 def preflight(input_path: str, output: str, cfg: CleanConfig) -> None:
@@ -274,7 +247,7 @@ def _preflight_input(input_path: str, output: str, cfg: CleanConfig) -> None:
     if plan.schema is None:
         return
     fields = {f.name: f.type for f in plan.schema}
-    clash = reserved_in(fields, CLEAN_RESERVED)
+    clash = reserved_in(fields, CLEAN_RESERVED, (SCORE_PREFIX,))
     if clash:
         raise InputError(_reserved_message(input_path, clash[0]))
     if plan.partitioned:
@@ -295,8 +268,8 @@ def _preflight_input(input_path: str, output: str, cfg: CleanConfig) -> None:
 def _reserved_message(path: str, name: str) -> str:
     return (
         f"input {path} has a column {name!r}, a name clean uses for its own bookkeeping "
-        f"(reserved: {', '.join(sorted(CLEAN_RESERVED))}); rename that column in the input "
-        "and rerun"
+        f"(reserved: {', '.join(sorted(CLEAN_RESERVED))} and every name starting with "
+        f"{SCORE_PREFIX}); rename that column in the input and rerun"
     )
 
 
@@ -314,7 +287,7 @@ def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -
         log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
         hold("prepared")
         try:
-            _execute(spark, run, fmt, staging, work, cfg)
+            _execute(spark, run, fmt, staging, work)
         except RejectedError:
             publisher.reject()  # kept for inspection, as the message says
             raise
@@ -333,66 +306,111 @@ def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -
     return run
 
 
-def _execute(
-    spark: SparkSession, run: Run, fmt: str, staging: Path, work: Path, cfg: CleanConfig
-) -> None:
-    id_col, text_col = cfg.columns.id, cfg.columns.text
+def _execute(spark: SparkSession, run: Run, fmt: str, staging: Path, work: Path) -> None:
+    """Mark, read pass, dedup stages, write, gate, audit: the run up to publishing."""
     # Part of the output contract, not tuning: Spark's INT96 default would turn the input's
     # timestamp columns into another Parquet type ("the input's columns unchanged").
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    frames = _mark(spark, run, fmt)
+    bad_lines = _read_pass(spark, run, frames, work)
+    decisions = _dedup(spark, run, frames, work)
+    hold("dedup")
+    _write(run, frames, decisions, bad_lines, staging)
+    hold("write")
+    _gate_and_audit(spark, run, staging)
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The input as the stages see it."""
+
+    # Every input row with `_rid`, `_row_hash`, `_text_len` and the expression filters'
+    # `_reject_reason` / `_stage`. Re-reading it gives the same rows with the same row ids
+    # (the same plan reads the same splits): the row id is only a join key inside this run,
+    # every survivor is chosen by content ordering, never by it.
+    marked: DataFrame
+    raw: DataFrame
+    input_cols: list[str]
+    input_schema: StructType
+    lines: bool
+
+
+def _mark(spark: SparkSession, run: Run, fmt: str) -> Frames:
+    """Read the input, check it against the contract and the stages, and add the row keys
+    and the expression filters' verdicts (Spark expressions: no pass of their own)."""
+    cfg, pipe = run.config, run.pipeline
     raw = read_input(spark, run.input_path, fmt, line_columns=True)
     lines = fmt == "jsonl"
     internal = LINE_COLUMNS if lines else ()
-    check_schema(raw, cfg, run.input_path, internal)
+    check_schema(raw, cfg, pipe, run.input_path, internal)
     input_cols = [c for c in raw.columns if c not in internal]
     input_schema = StructType([f for f in raw.schema.fields if f.name in input_cols])
-
-    # The row key is only a join key inside this run (the same plan reads the same splits);
-    # every survivor is chosen by content ordering, never by it.
-    drop_numeric = [c for c, how in cfg.missing.numeric.items() if how == "drop"]
-    median_cols = [c for c, how in cfg.missing.numeric.items() if how == "median"]
+    run.input_schema, run.lines = input_schema, lines
+    # A line that is not one JSON object is a rejected row like any other, with its reason.
+    verdicts = [(INPUT_STAGE, F.col(BAD_LINE))] if lines else []
+    verdicts += [(f.name, f.reason()) for f in pipe.filters if f.enabled and not f.scores]
+    verdicts = [(name, reason) for name, reason in verdicts if reason is not None]
+    reason: Column = F.lit(None).cast("string")
+    stage: Column = F.lit(None).cast("string")
+    if verdicts:
+        reason = F.coalesce(*[r for _, r in verdicts])
+        stage = F.when(verdicts[0][1].isNotNull(), F.lit(verdicts[0][0]))
+        for name, r in verdicts[1:]:
+            stage = stage.when(r.isNotNull(), F.lit(name))
     marked = (
         raw.withColumn(ROW_ID, F.monotonically_increasing_id())
         .withColumn(ROW_HASH, row_hash(raw.schema, input_cols))
-        .transform(
-            lambda d: mark_row_rules(
-                d, id_col, text_col, cfg.rules.min_chars, cfg.rules.max_chars, drop_numeric
-            )
-        )
+        .withColumn(TEXT_LEN, F.length(F.col(quoted(cfg.columns.text))))
+        .withColumn(REASON, reason)
+        .withColumn(STAGE, stage)
     )
-    if lines:
-        # A line that is not one JSON object is a rejected row like any other, with its reason.
-        marked = marked.withColumn(REASON, F.coalesce(F.col(BAD_LINE), F.col(REASON)))
+    return Frames(marked, raw, input_cols, input_schema, lines)
 
-    # Pass 1: every statistic and feature that needs the full rows, in one scan. The row
-    # rules' count rides on the same observation, so their line needs no pass of its own.
-    aggregates = [
-        *missing_value_aggregates(input_schema, median_cols),
-        F.sum(F.col(REASON).isNotNull().cast("long")).alias(_RULES_REJECTED),
-    ]
-    if lines:
-        aggregates.append(F.sum(F.col(BAD_LINE).isNotNull().cast("long")).alias("__bad_lines"))
-    minhash = _minhash_params(cfg) if cfg.near_dedup.enabled else None
+
+def _read_spec(pipe: Pipeline, text_col: str) -> ReadPass:
+    """The read pass of the enabled stages: their scorers and their text features."""
+    return ReadPass(text_col, tuple(pipe.scorers()), tuple(pipe.text_features()))
+
+
+def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFrame | None:
+    """Pass 1: every statistic and feature that needs the full rows, in one scan; the
+    filters' counts ride on an observation of the same write. Returns the bad lines for
+    rejected/ (JSON Lines with `input.bad_lines: reject`)."""
+    cfg, pipe = run.config, run.pipeline
+    id_col, text_col = cfg.columns.id, cfg.columns.text
+    median_cols = [c for c, how in cfg.missing.numeric.items() if how == "median"]
+    aggregates = missing_value_aggregates(frames.input_schema, median_cols)
+    if frames.lines:
+        aggregates.append(F.sum(F.col(BAD_LINE).isNotNull().cast("long")).alias(_BAD_LINES))
+    spec = _read_spec(pipe, text_col)
+    reads = [c for f in spec.scorers for c in f.reads() if c != text_col]
+    narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, STAGE, *pipe.order_columns(), *reads]
     with log.stage(JOB, "read", spark=spark) as st:
-        stats = Observation("missing")
-        observed = marked.observe(stats, *aggregates)
-        narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, *_order_columns(cfg)]
-        features = observed.select(*[F.col(f"`{c}`") for c in dict.fromkeys(narrow)], text_col)
-        spec = FeatureSpec(text_col=text_col, valid_col=REASON, minhash=minhash)
-        features.transform(lambda d: compute_content_features(d, spec)).write.mode(
-            "overwrite"
-        ).parquet(str(work / "features"))
+        stats, filtered = Observation("missing"), Observation("filters")
+        observed = frames.marked.observe(stats, *aggregates)
+        features = observed.select(*[F.col(quoted(c)) for c in dict.fromkeys(narrow)], text_col)
+        run_read_pass(features, spec).observe(
+            filtered, *funnel_aggregates(run.filter_stages)
+        ).write.mode("overwrite").parquet(str(work / "features"))
         hold("read")
-        metrics = stats.get
-        run.input_rows = st.rows_out = int(metrics["__rows"])
-        st.note = "one pass: stats, rules, features"
+        metrics, counts = stats.get, filtered.get
+        run.input_rows = st.rows_out = int(metrics[ROWS])
+        st.note = "one pass: stats, filters, features"
     run.stage(Stage("read", None, run.input_rows, st.seconds, st.note))
     if run.input_rows == 0:
         raise InputError(f"input {run.input_path} holds no rows")
-    bad_lines = (
-        _bad_lines(spark, run, raw, int(metrics.get("__bad_lines") or 0), work) if lines else None
-    )
-    run.columns = summarise_missing(metrics, input_schema, cfg.missing.review_threshold)
+    bad_lines = None
+    if frames.lines:
+        bad_lines = _bad_lines(spark, run, frames.raw, int(metrics.get(_BAD_LINES) or 0), work)
+    _summarise_columns(run, metrics, median_cols)
+    _filter_lines(run, counts)
+    return bad_lines
+
+
+def _summarise_columns(run: Run, metrics: dict[str, Any], median_cols: list[str]) -> None:
+    """Missing-value rates per column, the medians to impute, and the flagged columns."""
+    threshold = run.config.missing.review_threshold
+    run.columns = summarise_missing(metrics, run.input_schema, threshold)
     run.medians = {
         c: float(metrics[f"{c}__median"])
         for c in median_cols
@@ -404,99 +422,129 @@ def _execute(
         log.warn(
             JOB,
             f"column {name!r} is {c['missing_rate']:.1%} missing (null {c['null_rate']:.1%}, "
-            f"blank {c['empty_rate']:.1%}) > {cfg.missing.review_threshold:.0%}: "
-            "flagged for manual review",
+            f"blank {c['empty_rate']:.1%}) > {threshold:.0%}: flagged for manual review",
         )
-    n = run.input_rows
-    after_rules = n - int(metrics.get(_RULES_REJECTED) or 0)
-    note = "computed in the read pass"
-    if run.bad_lines and run.bad_lines["count"]:
-        note += f"; {run.bad_lines['count']:,} bad input lines"
-    _stage_within(run, "rules", n, after_rules, note)
 
-    # Decisions on the narrow frame: doc_id and exact dedup in one write, counted by an
-    # observation on that write (no pass of their own); near dedup then reads them back.
+
+def _filter_lines(run: Run, counts: dict[str, Any]) -> None:
+    """The funnel's line of each filter (and of the input's bad lines): computed in the read
+    pass, so rows and no seconds of their own."""
+    rows = run.input_rows
+    for name in run.filter_stages:
+        step = run.pipeline.step(name)
+        removed = int(counts.get(name) or 0)
+        run.removed[name] = removed
+        if step is None:
+            note = "lines that are not one JSON object (input.bad_lines)"
+        else:
+            note = "computed in the read pass" if step.enabled else "disabled"
+        _stage_within(run, name, rows, rows - removed, note)
+        rows -= removed
+    run.output_rows = rows
+
+
+class _StageRun:
+    """What a cluster stage gets from the job (pipelines/base.py `StageRun`): frames it
+    materialises go to the run's work folder, under the stage's name."""
+
+    def __init__(self, spark: SparkSession, work: Path, texts: DataFrame) -> None:
+        self.spark = spark
+        self.work = work
+        self._texts = texts
+
+    def materialise(self, df: DataFrame, name: str) -> DataFrame:
+        path = str(self.work / name)
+        df.write.mode("overwrite").parquet(path)
+        return self.spark.read.parquet(path)
+
+    def texts(self) -> DataFrame:
+        return self._texts
+
+
+def _dedup(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFrame:
+    """Decisions on the narrow frame, stage by stage. Consecutive window stages are one write
+    (counted by an observation on it: no pass of their own); a cluster stage finds its
+    clusters, marks its losers and writes the decisions again. Returns the last decisions."""
+    pipe, text_col = run.pipeline, run.config.columns.text
     feats = spark.read.parquet(str(work / "features"))
-    light = feats.drop(*[c for c in ("_minhash", "_bands", "_shingles") if c in feats.columns])
-    decided = light.transform(start_stages).transform(
-        lambda d: mark_doc_id_duplicates(d, id_col, survivor_order(cfg.doc_id_dedup.keep, id_col))
-    )
-    if cfg.exact_dedup.enabled:
-        decided = decided.transform(
-            lambda d: mark_exact_duplicates(
-                d, id_col, survivor_order(cfg.exact_dedup.keep, id_col, row_hash_col=None)
-            )
-        )
-    else:
-        decided = decided.withColumn("_exact_cluster", F.lit(None).cast("string"))
-    near_on = cfg.near_dedup.enabled
-    # Without near dedup these are the final decisions.
-    dedup_path = work / ("dedup" if near_on else "decisions")
-    with log.stage(JOB, "doc_id", rows_in=after_rules, spark=spark) as st:
-        counted = Observation("dedup")
-        decided.observe(counted, *stage_funnel_aggregates()).write.mode("overwrite").parquet(
-            str(dedup_path)
-        )
-        funnel = counted.get
-        after_docid = after_rules - int(funnel.get("doc_id") or 0)
-        st.rows_out = after_docid
-        if cfg.exact_dedup.enabled:
-            st.note = "exact dedup computed in the same pass"
-    run.stage(Stage("doc_id", after_rules, after_docid, st.seconds))
-    after_exact = after_docid - int(funnel.get("exact") or 0)
-    _stage_within(
-        run,
-        "exact",
-        after_docid,
-        after_exact,
-        "computed with doc_id" if cfg.exact_dedup.enabled else "disabled",
-    )
-    decisions = spark.read.parquet(str(dedup_path))
+    heavy = [f.name for d in pipe.dedups for x in d.text_features() for f in x.fields()]
+    decisions = feats.drop(*[c for c in heavy if c in feats.columns])
+    texts = frames.marked.select(ROW_ID, text_col)
+    stages, i = pipe.dedups, 0
+    while i < len(stages):
+        head = stages[i]
+        i += 1
+        if not head.enabled:
+            _stage_within(run, head.name, run.output_rows, run.output_rows, "disabled")
+            run.removed[head.name] = 0
+            if head.clusters_on_driver:
+                run.figures[head.name] = {"enabled": False, "ran": False}
+            continue
+        unit = [head]
+        while not head.clusters_on_driver and i < len(stages) and _joins(stages[i]):
+            unit.append(stages[i])
+            i += 1
+        run_for = _StageRun(spark, work / head.name, texts)
+        decisions = _run_unit(spark, run, unit, decisions, feats, run_for, work / f"decided-{i}")
+    return decisions
 
-    if near_on:
-        from corpusclean.jobs.near import run_near_dedup
 
-        with log.stage(JOB, "near", rows_in=after_exact, spark=spark) as st:
+def _joins(step: Dedup) -> bool:
+    """Whether a stage is computed in the same write as the window stage before it."""
+    return step.enabled and not step.clusters_on_driver
+
+
+def _run_unit(
+    spark: SparkSession,
+    run: Run,
+    unit: list[Dedup],
+    decisions: DataFrame,
+    feats: DataFrame,
+    stage_run: _StageRun,
+    path: Path,
+) -> DataFrame:
+    """One cluster stage, or a run of window stages, ending in one write of the decisions."""
+    head, rows_in = unit[0], run.output_rows
+    id_col = run.config.columns.id
+    with log.stage(JOB, head.name, rows_in=rows_in, spark=spark) as st:
+        if head.clusters_on_driver:
             live = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
             candidates = feats.join(live, ROW_ID, "left_semi")
-            clusters, run.near = run_near_dedup(
-                spark,
-                candidates,
-                id_col,
-                minhash,
-                cfg,
-                work / "near",
-                texts=marked.select(ROW_ID, text_col),
-            )
-            counted = Observation("near")
-            decisions.transform(lambda d: apply_near_clusters(d, clusters, id_col)).observe(
-                counted, *stage_funnel_aggregates()
-            ).write.mode("overwrite").parquet(str(work / "decisions"))
-            funnel = counted.get
-            st.rows_out = after_exact - int(funnel.get("near") or 0)
-        near_seconds = st.seconds
-        decisions = spark.read.parquet(str(work / "decisions"))
-    else:
-        near_seconds = 0.0
-        run.near = {"enabled": False, "ran": False}
-    run.removed = {s: int(funnel[s] or 0) for s in ("rules", "doc_id", "exact", "near")}
-    after_near = after_exact - run.removed["near"]
-    run.output_rows = after_near
-    run.stage(
-        Stage(
-            "near",
-            after_exact,
-            after_near,
-            near_seconds,
-            None if near_on else "disabled",
+            clusters, figures = head.find_clusters(candidates, stage_run)
+            run.figures[head.name] = figures
+            line = head.summary(figures)
+            if line:
+                log.info(JOB, f"{head.name:<10} {line}")
+            marked = apply_clusters(decisions, clusters, id_col, head.name, head.cluster_col)
+        else:
+            marked = decisions
+            for step in unit:
+                marked = marked.transform(step.mark)
+        counted = Observation(f"dedup-{head.name}")
+        names = [s.name for s in unit]
+        marked.observe(counted, *funnel_aggregates(names)).write.mode("overwrite").parquet(
+            str(path)
         )
-    )
-    if not near_on:
-        log.info(JOB, f"{'near':<10} disabled")
-    hold("dedup")
+        removed = {n: int(counted.get.get(n) or 0) for n in names}
+        st.rows_out = rows_in - removed[head.name]
+        if len(unit) > 1:
+            st.note = f"{', '.join(names[1:])} computed in the same pass"
+    run.stage(Stage(head.name, rows_in, st.rows_out, st.seconds, st.note))
+    run.removed.update(removed)
+    rows = st.rows_out
+    for name in names[1:]:
+        _stage_within(run, name, rows, rows - removed[name], f"computed with {head.name}")
+        rows -= removed[name]
+    run.output_rows = rows
+    return spark.read.parquet(str(path))
 
-    # Write the staged output (a rejected run keeps it for inspection).
-    with log.stage(JOB, "write", rows_in=after_near, spark=spark) as st:
+
+def _write(
+    run: Run, frames: Frames, decisions: DataFrame, bad_lines: DataFrame | None, staging: Path
+) -> None:
+    """Write the staged output (a rejected run keeps it for inspection)."""
+    id_col = run.config.columns.id
+    with log.stage(JOB, "write", rows_in=run.output_rows, spark=decisions.sparkSession) as st:
         reasons = {
             r[REASON]: int(r["n"])
             for r in decisions.filter(F.col(REASON).isNotNull())
@@ -505,33 +553,34 @@ def _execute(
             .collect()
         }
         run.rejected = dict(sorted(reasons.items()))
-        full = marked
         kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
         data = (
-            full.join(kept, ROW_ID, "left_semi")
+            frames.marked.join(kept, ROW_ID, "left_semi")
             .transform(lambda d: impute_with_medians(d, run.medians))
-            .select(*[F.col(f"`{c}`") for c in input_cols])
+            .select(*[F.col(quoted(c)) for c in frames.input_cols])
             .sortWithinPartitions(id_col)
         )
         data.write.parquet(str(staging / "data"))
-        _rejected_rows(full, input_cols, input_schema, lines, bad_lines).write.parquet(
-            str(staging / "rejected")
-        )
-        build_duplicates_table(decisions, id_col).sortWithinPartitions(
+        _rejected_rows(run, frames, decisions, bad_lines).write.parquet(str(staging / "rejected"))
+        build_duplicates_table(decisions, run.pipeline.dedups).sortWithinPartitions(
             "cluster_id", "doc_id"
         ).write.parquet(str(staging / "duplicates"))
-        st.rows_out = after_near
-    run.stage(Stage("write", after_near, after_near, st.seconds))
-    hold("write")
+        st.rows_out = run.output_rows
+    run.stage(Stage("write", run.output_rows, run.output_rows, st.seconds))
 
-    # Gate, then audit, then (in the caller) publish.
+
+def _gate_and_audit(spark: SparkSession, run: Run, staging: Path) -> None:
+    """The retention gate, then the audit, then report.json; raises RejectedError when either
+    refuses (the caller publishes otherwise)."""
+    cfg = run.config
     retention = run.output_rows / run.input_rows
     run.gate_passed = retention >= cfg.gate.min_retention
     gate_note = f"retention {retention:.2%} vs min {cfg.gate.min_retention:.0%}"
-    run.stage(Stage("gate", after_near, after_near if run.gate_passed else 0, 0.0, gate_note))
+    kept = run.output_rows if run.gate_passed else 0
+    run.stage(Stage("gate", run.output_rows, kept, 0.0, gate_note))
     log.info(JOB, f"{'gate':<10} {'passed' if run.gate_passed else 'FAILED'}: {gate_note}")
     if run.gate_passed and cfg.audit.enabled:
-        run.audit = _audit(spark, run, staging, cfg)
+        run.audit = _audit(spark, run, staging)
     elif not cfg.audit.enabled:
         run.audit = {"ran": False, "reason": "audit.enabled is false"}
     report_path = write_reports(staging, report_dict(spark, run))
@@ -591,62 +640,70 @@ def _bad_lines(
 
 
 def _rejected_rows(
-    full: DataFrame,
-    input_cols: list[str],
-    input_schema: StructType,
-    lines: bool,
-    bad_lines: DataFrame | None,
+    run: Run, frames: Frames, decisions: DataFrame, bad_lines: DataFrame | None
 ) -> DataFrame:
-    """rejected/: rows the row rules refused and, for JSON Lines, lines that are no document."""
-    rule_rejects = full.filter(F.col(REASON).isNotNull())
-    extra: list[Any] = []
-    if lines:
-        rule_rejects = rule_rejects.filter(F.col(BAD_LINE).isNull())
-        # JSON Lines rejects always carry where a line came from (null for rule rejects).
-        extra = [
-            F.lit(None).cast("string").alias("source_file"),
-            F.lit(None).cast("long").alias("source_line"),
-            F.lit(None).cast("string").alias("raw_line"),
-        ]
-    rejected = rule_rejects.select(
-        *[F.col(quoted(c)) for c in input_cols],
+    """rejected/: rows a filter refused, with its reason and stage, and, for JSON Lines, the
+    lines that are no document.
+
+    Expression filters' verdicts are part of the row frame; an Arrow scorer's are only in the
+    decisions, so with a scorer on, the rejected rows' verdicts and scores are joined back.
+    """
+    refused = F.col(REASON).isNotNull() & (F.col(STAGE) != INPUT_STAGE)
+    scores = [f for s in run.pipeline.scorers() for f in s.score_fields()]
+    scored = [f.name for f in scores]
+    full = frames.marked.filter(refused)
+    if scored:
+        verdicts = decisions.filter(refused).select(ROW_ID, REASON, STAGE, *scored)
+        full = frames.marked.drop(REASON, STAGE).join(verdicts, ROW_ID)
+    rejected = full.select(
+        *[F.col(quoted(c)) for c in frames.input_cols],
         F.col(REASON).alias("reject_reason"),
-        F.lit("rules").alias("reject_stage"),
-        *extra,
+        F.col(STAGE).alias("reject_stage"),
+        *scored,
+    )
+    if not frames.lines:
+        return rejected
+    # JSON Lines rejects always carry where a line came from (null for filter rejects).
+    rejected = rejected.select(
+        "*",
+        F.lit(None).cast("string").alias("source_file"),
+        F.lit(None).cast("long").alias("source_line"),
+        F.lit(None).cast("string").alias("raw_line"),
     )
     if bad_lines is None:
         return rejected
-    typed = [F.lit(None).cast(f.dataType).alias(f.name) for f in input_schema.fields]
+    typed = [F.lit(None).cast(f.dataType).alias(f.name) for f in frames.input_schema.fields]
     return rejected.unionByName(
         bad_lines.select(
             *typed,
             F.col("reject_reason"),
-            F.lit("input").alias("reject_stage"),
+            F.lit(INPUT_STAGE).alias("reject_stage"),
+            *[F.lit(None).cast(f.dataType).alias(f.name) for f in spark_fields(scores)],
             "source_file",
             "source_line",
             "raw_line",
-        )
+        ),
+        allowMissingColumns=False,
     )
 
 
-def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> dict[str, Any]:
+def _audit(spark: SparkSession, run: Run, staging: Path) -> dict[str, Any]:
     """The clean_docs quality suite on the staged output (write-audit-publish)."""
     try:
         from corpusclean.jobs.quality import audit_clean_output
     except ModuleNotFoundError:
         return {"ran": False, "reason": "quality module not installed"}
+    cfg = run.config
     params: dict[str, object] = {
+        **audit_stage_params(run.pipeline),
         "id_column": cfg.columns.id,
         "text_column": cfg.columns.text,
-        "min_chars": cfg.rules.min_chars,
-        "max_chars": cfg.rules.max_chars,
         "rows_in": run.input_rows,
         "rows_out": run.output_rows,
         "min_retention": cfg.gate.min_retention,
         "allowed_langs": list(cfg.audit.allowed_langs),
         "missing_rates": {k: v["missing_rate"] for k, v in run.columns.items()},
         "review_threshold": cfg.missing.review_threshold,
-        "exact_dedup": cfg.exact_dedup.enabled,
     }
     with log.stage(JOB, "audit", rows_in=run.output_rows, spark=spark) as st:
         result = audit_clean_output(spark, str(staging), params)
@@ -658,10 +715,10 @@ def _audit(spark: SparkSession, run: Run, staging: Path, cfg: CleanConfig) -> di
 
 
 def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
-    """report.json: the run's funnel, column health, near-dedup figures and resolved config."""
+    """report.json: the run's funnel, column health, stage figures and resolved config."""
     cfg = run.config
     retention = run.output_rows / run.input_rows if run.input_rows else 0.0
-    return {
+    report: dict[str, Any] = {
         "tool": "corpusclean",
         "version": __version__,
         "job": JOB,
@@ -679,19 +736,27 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         "columns": run.columns,
         "flagged_columns": run.flagged,
         "imputed_medians": run.medians,
-        "near_dedup": run.near,
-        "audit": run.audit,
-        "config": cfg.model_dump(mode="json"),
-        "spark": {
-            "version": spark.version,
-            "master": spark.sparkContext.master,
-            "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
-            # What the running session holds for each setting the config asked for.
-            "settings": effective_settings(spark, list(cfg.spark)),
-            **executor_facts(spark),
-        },
-        "seconds": round(time.time() - run.started, 3),
     }
+    # Each cluster stage's figures, under its config section's name (`near_dedup`).
+    for step in run.pipeline.dedups:
+        if step.name in run.figures:
+            report[step.section_name()] = run.figures[step.name]
+    report.update(
+        {
+            "audit": run.audit,
+            "config": cfg.resolved(),
+            "spark": {
+                "version": spark.version,
+                "master": spark.sparkContext.master,
+                "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+                # What the running session holds for each setting the config asked for.
+                "settings": effective_settings(spark, list(cfg.spark)),
+                **executor_facts(spark),
+            },
+            "seconds": round(time.time() - run.started, 3),
+        }
+    )
+    return report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -720,7 +785,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
 
     def body(args: argparse.Namespace) -> int:
-        cfg = load_config(CleanConfig, "default", args.config, args.set)
+        cfg = load_clean_config(args.config, args.set)
         if args.print_config:
             sys.stdout.write(dump_config(cfg))
             return 0

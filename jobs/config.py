@@ -8,7 +8,6 @@ errors that name the dotted key.
 
 from __future__ import annotations
 
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -26,28 +25,23 @@ from pydantic import (
 
 from corpusclean.jobs.errors import ConfigError
 from corpusclean.jobs.sparkconf import check_setting, normalise_key
+from corpusclean.pipelines.base import (
+    Pipeline,
+    Roles,
+    StepParams,
+    build_pipeline,
+    by_section,
+    check_order,
+    load_steps,
+)
 
 M = TypeVar("M", bound=BaseModel)
-
-_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Section(BaseModel):
     """A config section: unknown keys are errors, values are checked on assignment too."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-def _check_keep(value: str) -> str:
-    if value in ("longest", "newest") or _COLUMN_RE.match(value):
-        return value
-    raise ValueError("must be 'longest', 'newest' or the name of a numeric column")
-
-
-# A survivor ordering: `longest` (most characters), `newest` (latest value of the timestamp
-# column) or the name of a numeric column (highest value wins). Ties always fall back to a
-# content hash and then the doc_id, so the choice never depends on partitioning.
-KeepRule = Annotated[str, AfterValidator(_check_keep)]
 
 
 def _spark_str(value: Any) -> str:
@@ -93,54 +87,6 @@ class MissingSection(Section):
     numeric: dict[str, Literal["median", "drop"]] = Field(default_factory=dict)
 
 
-class RulesSection(Section):
-    min_chars: int = Field(100, ge=0)
-    max_chars: int = Field(1_000_000, ge=1)
-
-
-class DedupSection(Section):
-    enabled: bool = True
-    keep: KeepRule = "longest"
-
-
-class DocIdDedupSection(Section):
-    keep: KeepRule = "longest"
-
-
-class NearDedupSection(Section):
-    enabled: bool = True
-    threshold: float = Field(0.8, gt=0.0, lt=1.0)
-    num_perm: int = Field(128, ge=16, le=1024)
-    ngram: int = Field(5, ge=1, le=64)
-    char_ngram: int = Field(5, ge=1, le=64)
-    tokenizer: Literal["word", "char", "auto"] = "auto"
-    seed: int = Field(42, ge=0)
-    keep: KeepRule = "longest"
-    bands: int | None = Field(None, ge=1)
-    rows: int | None = Field(None, ge=1)
-    false_positive_weight: float = Field(0.05, ge=0.0, le=1.0)
-    verify: bool = True
-    exact_margin: float = Field(0.1, ge=0.0, le=1.0)
-    max_bucket: int = Field(0, ge=0)
-    union_find_max_edges: int = Field(5_000_000, ge=0)
-    max_iterations: int = Field(64, ge=1)
-
-    @model_validator(mode="after")
-    def _bands_fit(self) -> NearDedupSection:
-        if (self.bands is None) != (self.rows is None):
-            raise ValueError("near_dedup.bands and near_dedup.rows are set together or not at all")
-        if (
-            self.bands is not None
-            and self.rows is not None
-            and (self.bands * self.rows > self.num_perm)
-        ):
-            raise ValueError(
-                f"near_dedup.bands x near_dedup.rows = {self.bands * self.rows} exceeds "
-                f"near_dedup.num_perm = {self.num_perm}"
-            )
-        return self
-
-
 class GateSection(Section):
     min_retention: float = Field(0.70, ge=0.0, le=1.0)
 
@@ -157,31 +103,110 @@ class PublishSection(Section):
     keep_rejected: int = Field(3, ge=1)
 
 
+# The sections every clean run has, besides its stages' own.
+_JOB_SECTIONS = ("input", "columns", "missing", "gate", "audit", "publish", "spark", "stages")
+
+
 class CleanConfig(Section):
-    """The resolved config of `corpusclean clean`."""
+    """The resolved config of `corpusclean clean`.
+
+    Besides the job's own sections it holds one section per registered stage
+    (pipelines/base.py), validated by that stage's parameter model, whether `stages` lists it
+    or not; a stage not listed does not run. `cfg.near_dedup` and the like are those sections.
+    """
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     input: InputSection = Field(default_factory=InputSection)
     columns: ColumnsSection = Field(default_factory=ColumnsSection)
     missing: MissingSection = Field(default_factory=MissingSection)
-    rules: RulesSection = Field(default_factory=RulesSection)
-    doc_id_dedup: DocIdDedupSection = Field(default_factory=DocIdDedupSection)
-    exact_dedup: DedupSection = Field(default_factory=DedupSection)
-    near_dedup: NearDedupSection = Field(default_factory=NearDedupSection)
+    # The stages, in order (pipelines/base.py registers them by name); filters come first.
+    stages: list[str] = Field(default_factory=lambda: ["rules", "doc_id", "exact", "near"])
     gate: GateSection = Field(default_factory=GateSection)
     audit: AuditSection = Field(default_factory=AuditSection)
     publish: PublishSection = Field(default_factory=PublishSection)
     spark: SparkSettings = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stage_sections(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        sections = by_section()
+        for key in list(data):
+            if key not in _JOB_SECTIONS and key not in sections:
+                raise ValueError(f"{key}: unknown key (stages' sections: {', '.join(sections)})")
+        for key, step in sections.items():
+            given = data.get(key)
+            if isinstance(given, StepParams):
+                continue
+            try:
+                data[key] = step.Params.model_validate({} if given is None else given)
+            except ValidationError as exc:
+                raise ValueError(_format_validation(exc, prefix=f"{key}.")) from None
+        return data
+
     @model_validator(mode="after")
     def _bounds(self) -> CleanConfig:
-        if self.rules.min_chars > self.rules.max_chars:
-            raise ValueError(
-                f"rules.min_chars ({self.rules.min_chars}) is above rules.max_chars "
-                f"({self.rules.max_chars})"
-            )
+        why = check_order(self.stages)
+        if why is not None:
+            raise ValueError(f"stages: {why}")
         if self.columns.id == self.columns.text:
             raise ValueError("columns.id and columns.text name the same column")
         return self
+
+    def section(self, name: str) -> StepParams:
+        """The parameters of the stage whose section is `name`."""
+        value = (self.__pydantic_extra__ or {})[name]
+        assert isinstance(value, StepParams)
+        return value
+
+    def unlisted_sections(self) -> list[str]:
+        """Sections of registered stages that `stages` does not list."""
+        listed = {load_steps()[n].section_name() for n in self.stages}
+        return [k for k in by_section() if k not in listed]
+
+    def resolved(self) -> dict[str, Any]:
+        """The config as a run uses it (report.json, `--print-config`): the job's sections and
+        the listed stages' sections, so it can be fed back with `--config`."""
+        return self.model_dump(mode="json", exclude=set(self.unlisted_sections()))
+
+    def pipeline(self) -> Pipeline:
+        """The listed stages, each built from its own section and the column roles."""
+        drop = tuple(c for c, how in self.missing.numeric.items() if how == "drop")
+        c = self.columns
+        roles = Roles(id=c.id, text=c.text, timestamp=c.timestamp, required=drop)
+        sections = {k: self.section(k) for k in by_section()}
+        return build_pipeline(self.stages, sections, roles)
+
+
+# Audit parameters whose stage is not listed, so its check passes vacuously.
+_AUDIT_NEUTRAL: dict[str, object] = {"min_chars": 0, "max_chars": 2**31 - 1, "exact_dedup": False}
+
+
+def audit_stage_params(pipe: Pipeline) -> dict[str, object]:
+    """The clean_docs suite's stage parameters: the listed, enabled stages' own (min/max chars
+    of `rules`, whether `exact` runs), neutral values for the rest."""
+    return {**_AUDIT_NEUTRAL, **pipe.audit_params()}
+
+
+def load_clean_config(
+    config_file: str | Path | None = None, overrides: list[str] | None = None
+) -> CleanConfig:
+    """`clean`'s config (load_config), refusing a section the user wrote for a stage that
+    `stages` does not list: it would be silently ignored."""
+    cfg = load_config(CleanConfig, "default", config_file, overrides)
+    given = set(read_yaml(config_file)) if config_file is not None else set()
+    given |= {parse_override(item)[0][0] for item in overrides or []}
+    steps = by_section()
+    for key in cfg.unlisted_sections():
+        if key in given:
+            raise ConfigError(
+                f"invalid config: section {key} is for stage {steps[key].name!r}, which stages "
+                f"does not list (stages: {', '.join(cfg.stages)}); add it or drop the section"
+            )
+    return cfg
 
 
 def embedded_yaml(name: str) -> dict[str, Any]:
@@ -251,11 +276,15 @@ def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def _format_validation(exc: ValidationError) -> str:
+def _format_validation(exc: ValidationError, prefix: str = "") -> str:
     parts = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "config"
         msg = err["msg"].removeprefix("Value error, ")
+        key = ".".join(str(p) for p in err["loc"])
+        if not key and not prefix:
+            parts.append(msg)  # a whole-model check that names its keys itself
+            continue
+        key = prefix + key if key else prefix.rstrip(".")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         parts.append(f"{key}: {msg}")
@@ -283,4 +312,5 @@ def load_config(
 
 def dump_config(config: BaseModel) -> str:
     """The resolved config as YAML, the form `--print-config` shows and a run can reuse."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    data = config.resolved() if isinstance(config, CleanConfig) else config.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -37,6 +37,9 @@ BAD_LINE = "_bad_line"
 AUDIT_COLUMNS = ("_dup_doc_id", "_bad_char_ratio", "_removed_in", "_text_checks")
 # Spark's hidden file-metadata column: a user column of this name hides it.
 METADATA = "_metadata"
+# clean: a filter's scores (pipelines/base.py), `_score_<name>`; every name with this prefix
+# is reserved.
+SCORE_PREFIX = "_score_"
 
 # pack (jobs/pack.py, pipelines/shards.py)
 SHUFFLE_HASH = "_h"
@@ -79,9 +82,17 @@ CLEAN_RESERVED: frozenset[str] = frozenset(
 PACK_RESERVED: frozenset[str] = frozenset({METADATA})
 
 
-def reserved_in(columns: Iterable[str], reserved: frozenset[str]) -> list[str]:
-    """The names of `columns` that are bookkeeping names in `reserved`, in input order."""
-    return [c for c in columns if c in reserved]
+def score_column(name: str) -> str:
+    """The column of a filter's score `name` (pipelines/filters/)."""
+    return SCORE_PREFIX + name
+
+
+def reserved_in(
+    columns: Iterable[str], reserved: frozenset[str], prefixes: tuple[str, ...] = ()
+) -> list[str]:
+    """The names of `columns` that are bookkeeping names in `reserved` or start with one of
+    `prefixes`, in input order."""
+    return [c for c in columns if c in reserved or c.startswith(prefixes)]
 
 
 def quoted(name: str) -> str:

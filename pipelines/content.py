@@ -1,8 +1,9 @@
-"""Content features in one Arrow pass: the normalised-text hash and, optionally, MinHash.
+"""The read pass: every Arrow scorer, the normalised-text hash and the dedup features at once.
 
 The text is the widest column by far, so it crosses from the JVM to Python once: one
-`mapInArrow` computes everything that needs it and drops it. The rest of the pipeline works on
-the narrow frame this returns.
+`mapInArrow` computes everything that needs it (the scorers of the enabled filters, the content
+hash, the features the enabled dedup stages declare) and drops it. The rest of the pipeline
+works on the narrow frame this returns.
 """
 
 from __future__ import annotations
@@ -10,25 +11,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import BinaryType, StructField, StructType
 
-if TYPE_CHECKING:
-    from corpusclean.pipelines.minhash import MinHashParams
-
-from corpusclean.pipelines.columns import BANDS, MINHASH, NORM_HASH, SHINGLES
+from corpusclean.pipelines.base import Filter, TextFeature
+from corpusclean.pipelines.columns import NORM_HASH, REASON, STAGE
 
 # The bytes RE2's `\s` matches (tab, LF, FF, CR, space): the whitespace the hash collapses. NFKC
 # has already turned the other Unicode spaces (NBSP, ideographic space, ...) into U+0020.
@@ -104,96 +96,89 @@ def content_hashes(texts: pa.Array) -> pa.Array:
     )
 
 
+def spark_fields(fields: list[pa.Field]) -> list[StructField]:
+    """Arrow fields (a scorer's score columns) as Spark fields."""
+    return list(from_arrow_schema(pa.schema(fields)).fields) if fields else []
+
+
+def _scatter(values: pa.Array, pos: pa.Array | None) -> pa.Array:
+    """`values` of the live rows back at their places in the batch, null elsewhere."""
+    return values if pos is None else pc.take(values, pos)
+
+
+def _positions(live: np.ndarray) -> tuple[np.ndarray, pa.Array | None]:
+    """The live rows' indices, and for every row its index among them (null if not live);
+    None when every row is live, so nothing needs moving."""
+    idx = np.flatnonzero(live)
+    if idx.size == live.size:
+        return idx, None
+    pos = np.full(live.size, -1, dtype=np.int64)
+    pos[idx] = np.arange(idx.size)
+    return idx, pa.array(pos, mask=pos < 0)
+
+
 @dataclass(frozen=True)
-class FeatureSpec:
-    """What `compute_content_features` computes: the hash always, MinHash when `minhash`."""
+class ReadPass:
+    """What the one Arrow pass over the text computes (`run_read_pass`)."""
 
     text_col: str
-    valid_col: str | None = None
-    minhash: MinHashParams | None = None
+    scorers: tuple[Filter, ...] = ()
+    features: tuple[TextFeature, ...] = ()
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        texts = batch.column(self.text_col)
+        reason = batch.column(REASON)
+        stage = batch.column(STAGE)
+        live = pc.and_(pc.is_null(reason), pc.is_valid(texts)).to_numpy(zero_copy_only=False)
+        columns = {n: batch.column(n) for n in batch.schema.names if n != self.text_col}
+        for step in self.scorers:
+            idx, pos = _positions(live)
+            sub = batch if pos is None else batch.take(pa.array(idx))
+            scores = step.score(sub)
+            verdict = step.verdict(scores)
+            for field in step.score_fields():
+                columns[field.name] = _scatter(scores[field.name].cast(field.type), pos)
+            out = _scatter(verdict.cast(pa.string()), pos)
+            hit = pc.is_valid(out)
+            reason = pc.if_else(hit, out, reason)
+            stage = pc.if_else(hit, pa.scalar(step.name), stage)
+            live &= ~hit.to_numpy(zero_copy_only=False)
+        columns[REASON], columns[STAGE] = reason, stage
+        # Rejected rows keep their other columns but get no features: nothing downstream
+        # reads them.
+        idx, pos = _positions(live)
+        sub = texts if pos is None else texts.take(pa.array(idx))
+        columns[NORM_HASH] = _scatter(content_hashes(sub), pos)
+        for feature in self.features:
+            for name, values in feature.compute(sub).items():
+                columns[name] = _scatter(values, pos)
+        return pa.RecordBatch.from_pydict(columns)
+
+    def schema(self, schema: StructType) -> StructType:
+        """The schema `run_read_pass` returns for an input of `schema`."""
+        fields = [f for f in schema.fields if f.name != self.text_col]
+        for step in self.scorers:
+            fields.extend(spark_fields(step.score_fields()))
+        fields.append(StructField(NORM_HASH, BinaryType(), True))
+        for feature in self.features:
+            fields.extend(feature.fields())
+        return StructType(fields)
 
 
-def _features_batch(batch: pa.RecordBatch, spec: FeatureSpec) -> pa.RecordBatch:
-    texts = batch.column(spec.text_col)
-    if spec.valid_col is not None:
-        valid = pc.is_null(batch.column(spec.valid_col))
-    else:
-        valid = pc.is_valid(texts)
-    # Rejected rows keep their other columns but get no features: nothing downstream reads them.
-    masked = pc.if_else(valid, texts, pa.scalar(None, pa.string()))
-    columns = {name: batch.column(name) for name in batch.schema.names if name != spec.text_col}
-    columns[NORM_HASH] = content_hashes(masked)
-    if spec.minhash is not None:
-        from corpusclean.pipelines.minhash import band_hashes, signatures
+def run_read_pass(df: DataFrame, spec: ReadPass) -> DataFrame:
+    """Score, hash and sketch the text in one Arrow pass; the text does not come out.
 
-        p = spec.minhash
-        valid_np = valid.to_numpy(zero_copy_only=False)
-        sub = pc.filter(texts, valid)
-        sig, n_sh = signatures(sub, p)
-        bands = band_hashes(sig, p.bands, p.rows)
-        n = batch.num_rows
-        idx = np.nonzero(valid_np)[0]
-        has = n_sh > 0
-        width = p.num_perm * 4
-        sig_bytes = np.ascontiguousarray(sig.astype("<u4")).view(np.uint8).reshape(-1)
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        # Only documents with at least one shingle carry a signature; the rest stay null so
-        # LSH never buckets empty documents together (their all-max signatures would collide).
-        row_width = np.zeros(n, dtype=np.int32)
-        row_width[idx[has]] = width
-        np.cumsum(row_width, out=offsets[1:])
-        keep = np.repeat(has, width)
-        data = sig_bytes[keep]
-        present = np.zeros(n, dtype=bool)
-        present[idx[has]] = True
-        columns[MINHASH] = pa.Array.from_buffers(
-            pa.binary(),
-            n,
-            [
-                pa.py_buffer(np.packbits(present, bitorder="little")),
-                pa.py_buffer(offsets),
-                pa.py_buffer(data),
-            ],
-        )
-        band_flat = bands[has].astype(np.int64).reshape(-1)
-        list_off = np.zeros(n + 1, dtype=np.int32)
-        row_bands = np.zeros(n, dtype=np.int32)
-        row_bands[idx[has]] = p.bands
-        np.cumsum(row_bands, out=list_off[1:])
-        columns[BANDS] = pa.ListArray.from_arrays(
-            pa.array(list_off, pa.int32()),
-            pa.array(band_flat, pa.int64()),
-            mask=pa.array(~present),
-        )
-        shingles = np.zeros(n, dtype=np.int32)
-        shingles[idx] = n_sh
-        columns[SHINGLES] = pa.array(shingles, pa.int32(), mask=~valid_np)
-    return pa.RecordBatch.from_pydict(columns)
-
-
-def features_schema(schema: StructType, spec: FeatureSpec) -> StructType:
-    """The schema `compute_content_features` returns for an input of `schema`."""
-    fields = [f for f in schema.fields if f.name != spec.text_col]
-    fields.append(StructField(NORM_HASH, BinaryType(), True))
-    if spec.minhash is not None:
-        fields.append(StructField(MINHASH, BinaryType(), True))
-        fields.append(StructField(BANDS, ArrayType(LongType(), False), True))
-        fields.append(StructField(SHINGLES, IntegerType(), True))
-    return StructType(fields)
-
-
-def compute_content_features(df: DataFrame, spec: FeatureSpec) -> DataFrame:
-    """Hash the normalised text and, if asked, compute MinHash signatures and LSH band keys.
-
-    Reads `spec.text_col` (and `spec.valid_col`: rows where it is not null get no features);
-    returns every other input column plus `_norm_hash` (binary, 128-bit) and, with MinHash,
-    `_minhash` (binary, num_perm little-endian uint32; null for documents with no shingle),
-    `_bands` (array<bigint>, one key per LSH band) and `_shingles` (int). The text column is
-    dropped: it is the one wide column, and nothing downstream of this pass needs it.
+    Reads `spec.text_col`, `_reject_reason` and `_stage` (rows with a reason are not scored
+    and get no features). Each scorer of `spec.scorers` runs, in order, on the rows no earlier
+    one rejected, adds its score columns and sets `_reject_reason`/`_stage` where its keep rule
+    says no. Rows still in the corpus then get `_norm_hash` (binary, 128-bit BLAKE2b of the
+    normalised text) and every column of `spec.features`. Every other input column passes
+    through; the text column is dropped: it is the one wide column, and nothing downstream of
+    this pass needs it.
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield _features_batch(batch, spec)
+            yield spec.batch(batch)
 
-    return df.mapInArrow(run, features_schema(df.schema, spec))
+    return df.mapInArrow(run, spec.schema(df.schema))

@@ -1,8 +1,8 @@
 """doc_id and exact-content dedup on the narrow frame, marking losers instead of deleting them.
 
 Every step here reads and writes the same bookkeeping columns:
-- `_stage`: null while a row is still in the corpus, else the stage that removed it
-  (`rules`, `doc_id`, `exact`, `near`); a step only ever looks at rows whose `_stage` is null;
+- `_stage`: null while a row is still in the corpus, else the name of the stage that removed it
+  (pipelines/base.py); a step only ever looks at rows whose `_stage` is null;
 - per stage, the membership of duplicate groups of two or more (`_docid_group`, `_docid_kept`;
   `_exact_cluster`; `_near_cluster`), from which the duplicates table is built.
 Survivors are chosen by an explicit ordering (`survivor_order`), never by input order, so the
@@ -11,26 +11,34 @@ result does not depend on partitioning.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 
+from corpusclean.pipelines.base import Dedup, KeepRule, StepParams, register
 from corpusclean.pipelines.columns import (
     DOCID_GROUP,
     DOCID_KEPT,
     EXACT_CLUSTER,
-    NEAR_CLUSTER,
+    NORM_HASH,
+    RANK,
+    REASON,
+    ROW_HASH,
     ROW_ID,
     STAGE,
+    TEXT_LEN,
 )
+from corpusclean.schemas import DUPLICATES
 
 
 def survivor_order(
     keep: str,
     id_col: str,
-    len_col: str = "_text_len",
-    hash_col: str = "_norm_hash",
+    len_col: str = TEXT_LEN,
+    hash_col: str = NORM_HASH,
     timestamp_col: str = "timestamp",
-    row_hash_col: str | None = "_row_hash",
+    row_hash_col: str | None = ROW_HASH,
 ) -> list[Column]:
     """Sort keys that put the survivor of a duplicate group first.
 
@@ -50,45 +58,55 @@ def survivor_order(
     return primary + ties
 
 
-def start_stages(df: DataFrame, reason_col: str = "_reject_reason") -> DataFrame:
-    """Open the bookkeeping: reads `_reject_reason`, adds `_stage` (`rules` for rejected rows)."""
-    return df.withColumn(STAGE, F.when(F.col(reason_col).isNotNull(), F.lit("rules")))
+def start_stages(df: DataFrame, stage: str = "rules", reason_col: str = REASON) -> DataFrame:
+    """Open the bookkeeping: reads `_reject_reason`, adds `_stage` (`stage` for rejected rows).
+
+    The job sets `_stage` in its read pass, per filter; this is for frames built by hand.
+    """
+    return df.withColumn(STAGE, F.when(F.col(reason_col).isNotNull(), F.lit(stage)))
 
 
 def _active() -> Column:
     return F.col(STAGE).isNull()
 
 
-def mark_doc_id_duplicates(df: DataFrame, id_col: str, order: list[Column]) -> DataFrame:
+def mark_doc_id_duplicates(
+    df: DataFrame, id_col: str, order: list[Column], stage: str = "doc_id"
+) -> DataFrame:
     """Keep one row per doc_id among the rows still in the corpus.
 
     Reads `_stage`, `id_col` and the columns of `order`; adds `_docid_group` (the row's doc_id
     occurs on two or more live rows) and `_docid_kept` (it is the survivor of its doc_id), and
-    sets `_stage = 'doc_id'` on the others.
+    sets `_stage = stage` on the others.
     """
     by_id = Window.partitionBy(_active(), F.col(id_col))
     rank = F.row_number().over(by_id.orderBy(*order))
     size = F.count(F.lit(1)).over(by_id)
     return (
-        df.withColumn("__rank", rank)
+        df.withColumn(RANK, rank)
         .withColumn(DOCID_GROUP, _active() & (size > 1))
-        .withColumn(DOCID_KEPT, _active() & (F.col("__rank") == 1))
+        .withColumn(DOCID_KEPT, _active() & (F.col(RANK) == 1))
         .withColumn(
             STAGE,
-            F.when(_active() & (F.col("__rank") > 1), F.lit("doc_id")).otherwise(F.col(STAGE)),
+            F.when(_active() & (F.col(RANK) > 1), F.lit(stage)).otherwise(F.col(STAGE)),
         )
-        .drop("__rank")
+        .drop(RANK)
     )
 
 
 def mark_exact_duplicates(
-    df: DataFrame, id_col: str, order: list[Column], hash_col: str = "_norm_hash"
+    df: DataFrame,
+    id_col: str,
+    order: list[Column],
+    hash_col: str = NORM_HASH,
+    stage: str = "exact",
+    cluster_col: str = EXACT_CLUSTER,
 ) -> DataFrame:
     """Keep one row per normalised-text hash among the rows still in the corpus.
 
-    Reads `_stage`, `hash_col`, `id_col` and the columns of `order`; adds `_exact_cluster` (the
+    Reads `_stage`, `hash_col`, `id_col` and the columns of `order`; adds `cluster_col` (the
     survivor's doc_id, for every member of a group of two or more; null otherwise) and sets
-    `_stage = 'exact'` on the members that are not the survivor.
+    `_stage = stage` on the members that are not the survivor.
     """
     by_hash = Window.partitionBy(_active(), F.col(hash_col))
     ordered = by_hash.orderBy(*order)
@@ -98,70 +116,94 @@ def mark_exact_duplicates(
         ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     return (
-        df.withColumn("__rank", rank)
-        .withColumn(EXACT_CLUSTER, F.when(_active() & (size > 1), first))
+        df.withColumn(RANK, rank)
+        .withColumn(cluster_col, F.when(_active() & (size > 1), first))
         .withColumn(
             STAGE,
-            F.when(_active() & (F.col("__rank") > 1), F.lit("exact")).otherwise(F.col(STAGE)),
+            F.when(_active() & (F.col(RANK) > 1), F.lit(stage)).otherwise(F.col(STAGE)),
         )
-        .drop("__rank")
+        .drop(RANK)
     )
 
 
-def apply_near_clusters(df: DataFrame, clusters: DataFrame, id_col: str) -> DataFrame:
-    """Mark near-duplicate losers from a cluster assignment.
+def apply_clusters(
+    df: DataFrame, clusters: DataFrame, id_col: str, stage: str, cluster_col: str
+) -> DataFrame:
+    """Mark the losers of a cluster stage from its cluster assignment.
 
     Reads `_stage`, `_rid` and `id_col` of `df`, and `clusters` (`_rid`, `cluster_id`: the
-    survivor's doc_id, for members of clusters of two or more); adds `_near_cluster` and sets
-    `_stage = 'near'` on members that are not their cluster's survivor.
+    survivor's doc_id, for members of clusters of two or more); adds `cluster_col` and sets
+    `_stage = stage` on members that are not their cluster's survivor.
     """
     joined = df.join(
-        clusters.select(F.col(ROW_ID), F.col("cluster_id").alias(NEAR_CLUSTER)), ROW_ID, "left"
+        clusters.select(F.col(ROW_ID), F.col("cluster_id").alias(cluster_col)), ROW_ID, "left"
     )
-    loser = _active() & F.col(NEAR_CLUSTER).isNotNull() & (F.col(NEAR_CLUSTER) != F.col(id_col))
-    return joined.withColumn(STAGE, F.when(loser, F.lit("near")).otherwise(F.col(STAGE)))
+    loser = _active() & F.col(cluster_col).isNotNull() & (F.col(cluster_col) != F.col(id_col))
+    return joined.withColumn(STAGE, F.when(loser, F.lit(stage)).otherwise(F.col(STAGE)))
 
 
-def build_duplicates_table(df: DataFrame, id_col: str) -> DataFrame:
+def build_duplicates_table(df: DataFrame, stages: Sequence[Dedup]) -> DataFrame:
     """The duplicates table: every member of every duplicate group of two or more.
 
-    Reads `id_col`, `_docid_group`, `_docid_kept`, `_exact_cluster` and (if present)
-    `_near_cluster`; returns `doc_id, cluster_id, stage, kept` (cluster_id = the survivor's
-    doc_id; for the doc_id stage every member shares it).
+    Reads each enabled stage's cluster column (`Dedup.duplicates`); returns
+    `doc_id, cluster_id, stage, kept` (cluster_id = the survivor's doc_id).
     """
-    doc = F.col(id_col)
-    parts = [
-        df.filter(F.col(DOCID_GROUP)).select(
-            doc.alias("doc_id"),
-            doc.alias("cluster_id"),
-            F.lit("doc_id").alias("stage"),
-            F.col(DOCID_KEPT).alias("kept"),
-        ),
-        df.filter(F.col(EXACT_CLUSTER).isNotNull()).select(
-            doc.alias("doc_id"),
-            F.col(EXACT_CLUSTER).alias("cluster_id"),
-            F.lit("exact").alias("stage"),
-            (doc == F.col(EXACT_CLUSTER)).alias("kept"),
-        ),
-    ]
-    if NEAR_CLUSTER in df.columns:
-        parts.append(
-            df.filter(F.col(NEAR_CLUSTER).isNotNull()).select(
-                doc.alias("doc_id"),
-                F.col(NEAR_CLUSTER).alias("cluster_id"),
-                F.lit("near").alias("stage"),
-                (doc == F.col(NEAR_CLUSTER)).alias("kept"),
-            )
-        )
+    parts = [s.duplicates(df) for s in stages if s.enabled]
+    if not parts:
+        return df.sparkSession.createDataFrame([], DUPLICATES)
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
     return out
 
 
-def stage_funnel_aggregates() -> list[Column]:
-    """Aggregates over the marked frame giving the rows each stage removed (one pass)."""
-    return [F.count(F.lit(1)).alias("rows")] + [
-        F.sum((F.col(STAGE) == F.lit(s)).cast("long")).alias(s)
-        for s in ("rules", "doc_id", "exact", "near")
-    ]
+class DedupParams(StepParams):
+    """A dedup stage's section: on or off, and its survivor policy."""
+
+    keep: KeepRule = "longest"
+
+
+@register
+class DocIdDedup(Dedup):
+    """`doc_id` (section `doc_id_dedup`): one row per doc_id. Reads the id, the text length,
+    the content hash, the row hash and the keep column; adds `_docid_group`, `_docid_kept`."""
+
+    name = "doc_id"
+    section = "doc_id_dedup"
+    Params = DedupParams
+    cluster_col = DOCID_GROUP
+
+    def mark(self, df: DataFrame) -> DataFrame:
+        order = survivor_order(self.keep, self.roles.id, timestamp_col=self.roles.timestamp)
+        return mark_doc_id_duplicates(df, self.roles.id, order, self.name)
+
+    def duplicates(self, df: DataFrame) -> DataFrame:
+        doc = F.col(self.roles.id)
+        # Every member of a doc_id group shares the survivor's id.
+        return df.filter(F.col(DOCID_GROUP)).select(
+            doc.alias("doc_id"),
+            doc.alias("cluster_id"),
+            F.lit(self.name).alias("stage"),
+            F.col(DOCID_KEPT).alias("kept"),
+        )
+
+
+@register
+class ExactDedup(Dedup):
+    """`exact` (section `exact_dedup`): one row per normalised-text hash (NFKC, case folding,
+    whitespace collapsed). Reads `_norm_hash`, the id, the text length and the keep column;
+    adds `_exact_cluster`."""
+
+    name = "exact"
+    section = "exact_dedup"
+    Params = DedupParams
+    cluster_col = EXACT_CLUSTER
+
+    def mark(self, df: DataFrame) -> DataFrame:
+        order = survivor_order(
+            self.keep, self.roles.id, timestamp_col=self.roles.timestamp, row_hash_col=None
+        )
+        return mark_exact_duplicates(df, self.roles.id, order, NORM_HASH, self.name)
+
+    def audit_params(self) -> dict[str, object]:
+        return {"exact_dedup": True}

@@ -61,17 +61,18 @@ class MinHashParams:
     `tokenizer`: `word` (word n-grams of `ngram` words), `char` (character n-grams of
     `char_ngram` characters, whitespace collapsed) or `auto` (characters for documents whose
     non-space characters are mostly CJK: Han, Hiragana, Katakana, Hangul; words otherwise).
-    `bands` x `rows` slots of the `num_perm` are used for LSH; the defaults are
-    `optimal_bands(0.8, 128)`.
+    `bands` x `rows` slots of the `num_perm` are used for LSH. No defaults here: the job's
+    values live in one model, `NearDedupParams` (pipelines/near_dedup.py), whose `minhash`
+    gives these.
     """
 
-    num_perm: int = 128
-    seed: int = 42
-    tokenizer: str = "auto"
-    ngram: int = 5
-    char_ngram: int = 5
-    bands: int = 9
-    rows: int = 13
+    num_perm: int
+    seed: int
+    tokenizer: str
+    ngram: int
+    char_ngram: int
+    bands: int
+    rows: int
 
     def __post_init__(self) -> None:
         if not 1 <= self.num_perm <= _MAX_PERM:

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from corpusclean.jobs.config import CleanConfig, dump_config, load_config, parse_override
+from corpusclean.jobs.config import (
+    CleanConfig,
+    dump_config,
+    load_clean_config,
+    load_config,
+    parse_override,
+)
 from corpusclean.jobs.errors import ConfigError
 
 
@@ -22,14 +28,62 @@ def test_defaults_match_the_design() -> None:
     assert cfg.exact_dedup.enabled and cfg.near_dedup.enabled
 
 
+def _default_yaml() -> dict:
+    return yaml.safe_load(Path(__file__).parents[2].joinpath("conf", "default.yaml").read_text())
+
+
 def test_every_default_key_is_documented_in_the_yaml() -> None:
-    text = Path(__file__).parents[2].joinpath("conf", "default.yaml").read_text()
-    data = yaml.safe_load(text)
-    for section, keys in CleanConfig().model_dump().items():
-        assert section in data, section
+    data = _default_yaml()
+    resolved = CleanConfig().resolved()
+    assert set(data) == set(resolved)
+    for section, keys in resolved.items():
         if isinstance(keys, dict) and section != "spark":
-            for key in keys:
-                assert key in data[section], f"{section}.{key} missing from conf/default.yaml"
+            assert set(data[section]) == set(keys), section
+
+
+def test_the_yaml_holds_the_parameter_models_defaults() -> None:
+    # The models own the defaults; conf/default.yaml repeats them with their reasons.
+    assert CleanConfig.model_validate(_default_yaml()) == CleanConfig()
+    assert load_config(CleanConfig, "default").resolved() == CleanConfig().resolved()
+
+
+def test_a_stage_section_holds_only_its_own_model() -> None:
+    from corpusclean.pipelines.near_dedup import NearDedupParams
+
+    cfg = CleanConfig()
+    assert type(cfg.near_dedup) is NearDedupParams
+    # bands x rows are resolved for the threshold in the model's validator.
+    assert cfg.near_dedup.lsh == (16, 8)
+    assert cfg.near_dedup.minhash.bands == 16 and cfg.near_dedup.minhash.rows == 8
+    assert load_config(
+        CleanConfig, "default", overrides=["near_dedup.threshold=0.5"]
+    ).near_dedup.lsh != (16, 8)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["stages=[rules, doc_id, nearr]"], "stages: unknown stage 'nearr' (known: "),
+        (["stages=[rules, doc_id, rules]"], "stage 'rules' is listed twice"),
+        (["stages=[doc_id, rules]"], "filter 'rules' comes after dedup stage 'doc_id'"),
+        (
+            ["stages=[rules, doc_id, exact]", "near_dedup.threshold=0.9"],
+            "section near_dedup is for stage 'near', which stages does not list",
+        ),
+        (["max_line_length.max_chars=5"], "section max_line_length is for stage 'max_line_length'"),
+    ],
+)
+def test_stage_list_errors_are_one_line(overrides: list[str], named: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)) as err:
+        load_clean_config(None, overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_a_stage_not_listed_needs_no_section_and_is_left_out_of_the_resolved_config() -> None:
+    cfg = load_clean_config(None, ["stages=[rules, max_line_length, doc_id]"])
+    assert cfg.pipeline().names == ["rules", "max_line_length", "doc_id"]
+    assert "near_dedup" not in cfg.resolved() and "exact_dedup" not in cfg.resolved()
+    assert cfg.resolved()["max_line_length"] == {"enabled": True, "max_chars": 10_000}
 
 
 def test_overrides_are_typed_and_applied_in_order() -> None:
@@ -154,12 +208,18 @@ def test_bad_config_files(tmp_path: Path) -> None:
         load_config(CleanConfig, "default", seq)
 
 
-def test_printed_config_loads_back_to_the_same(tmp_path: Path) -> None:
-    overrides = ["near_dedup.seed=7", "spark.sql.shuffle.partitions=3"]
-    cfg = load_config(CleanConfig, "default", overrides=overrides)
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["near_dedup.seed=7", "spark.sql.shuffle.partitions=3"],
+        ["stages=[rules, max_line_length, doc_id, exact]", "max_line_length.max_chars=500"],
+    ],
+)
+def test_printed_config_loads_back_to_the_same(tmp_path: Path, overrides: list[str]) -> None:
+    cfg = load_clean_config(None, overrides)
     f = tmp_path / "resolved.yaml"
     f.write_text(dump_config(cfg))
-    assert load_config(CleanConfig, "default", f) == cfg
+    assert load_clean_config(f).resolved() == cfg.resolved()
 
 
 def test_bad_override_syntax() -> None:

@@ -1,0 +1,430 @@
+"""The step protocol of `clean`: filters and dedup stages, registered by name.
+
+`clean` runs the stages `conf/default.yaml` lists under `stages:`, in that order. Every stage is
+one class registered here, with its parameters in its own config section:
+
+- a **filter** rejects rows. It gives either a Spark `Column` expression that is the reject
+  reason (`reason()`: null keeps the row), or an Arrow batch scorer (`score()`:
+  `pa.RecordBatch -> score columns`) plus a keep rule over those scores (`verdict()`: the reason
+  per row, null to keep). Expression filters need nothing from Python; scorers all run inside
+  the one `mapInArrow` read pass that also computes the dedup features, so the text crosses to
+  Python once however many scorers are on.
+- a **dedup stage** removes all but one member of each duplicate group, choosing the survivor
+  by its `keep` policy. A *window* stage marks losers with a pure frame transformation over
+  the narrow frame (`mark()`: consecutive window stages are computed in one write); a
+  *cluster* stage finds clusters with driver-side steps (`find_clusters()`: the job supplies
+  how intermediate frames are materialised) and the job marks the losers.
+
+Every stage sees only its own section (a `StepParams` model that owns its defaults) and the
+job's column roles (`Roles`); `check()` refuses an input schema that lacks what the stage
+reads before any plan runs (Spark ML's `transformSchema` idea). Everything downstream — the
+funnel, `removed`, `rejected/` (`reject_stage`), `duplicates/` (`stage`), report.json and the
+audit's parameters — takes the stage names from here.
+
+A new stage is one module: a class with `@register`, in `pipelines/filters/` (imported by
+`load_steps()`), in one of the built-in modules, or in another package that names its module
+under the `corpusclean.steps` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Annotated, Any, ClassVar, Literal, Protocol, TypeVar
+
+import pyarrow as pa
+import pyspark.sql.functions as F
+from pydantic import AfterValidator, BaseModel, ConfigDict
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.types import DataType, NumericType, StructField, TimestampType
+
+from corpusclean.pipelines.columns import STAGE
+
+_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+# Modules holding the built-in stages, imported by `load_steps()` before the registry is read.
+_BUILTIN = (
+    "corpusclean.pipelines.rules",
+    "corpusclean.pipelines.dedup",
+    "corpusclean.pipelines.near_dedup",
+)
+_FILTERS_PACKAGE = "corpusclean.pipelines.filters"
+ENTRY_POINTS = "corpusclean.steps"
+# Names a stage or its section cannot take: the job's own config sections and report keys.
+RESERVED_NAMES = frozenset(
+    {
+        "input",
+        "columns",
+        "missing",
+        "gate",
+        "audit",
+        "publish",
+        "spark",
+        "stages",
+        "read",
+        "write",
+        "config",
+        "removed",
+        "rejected",
+        "bad_lines",
+    }
+)
+
+
+class StepParams(BaseModel):
+    """A stage's config section: unknown keys are errors, values are checked on assignment.
+
+    `enabled: false` keeps a listed stage in the funnel (as `disabled`) without running it.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    enabled: bool = True
+
+
+def _check_keep(value: str) -> str:
+    if value in ("longest", "newest") or _COLUMN_RE.match(value):
+        return value
+    raise ValueError("must be 'longest', 'newest' or the name of a numeric column")
+
+
+# A survivor ordering: `longest` (most characters), `newest` (latest value of the timestamp
+# column) or the name of a numeric column (highest value wins). Ties always fall back to a
+# content hash and then the doc_id, so the choice never depends on partitioning.
+KeepRule = Annotated[str, AfterValidator(_check_keep)]
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The job-level column roles a stage may read (config `columns`), and the numeric columns
+    whose nulls reject a row (`missing.numeric: drop`)."""
+
+    id: str = "doc_id"
+    text: str = "text"
+    timestamp: str = "timestamp"
+    required: tuple[str, ...] = ()
+
+
+class StageRun(Protocol):
+    """What the job lends a cluster stage: its session, a way to materialise a frame once (so
+    later steps do not recompute its lineage), and the texts of rows for the few that need
+    them."""
+
+    spark: SparkSession
+
+    def materialise(self, df: DataFrame, name: str) -> DataFrame: ...
+
+    def texts(self) -> DataFrame: ...
+
+
+class Step(ABC):
+    """One stage: a name, a config section, its parameters and the columns it reads."""
+
+    name: ClassVar[str]
+    section: ClassVar[str] = ""  # defaults to `name`
+    Params: ClassVar[type[StepParams]] = StepParams
+    kind: ClassVar[Literal["filter", "dedup"]]
+
+    def __init__(self, params: StepParams, roles: Roles) -> None:
+        self.params = params
+        self.roles = roles
+
+    @classmethod
+    def section_name(cls) -> str:
+        return cls.section or cls.name
+
+    @property
+    def enabled(self) -> bool:
+        return self.params.enabled
+
+    def reads(self) -> list[str]:
+        """Input columns this stage reads (besides the bookkeeping columns)."""
+        return []
+
+    def check(self, fields: Mapping[str, DataType]) -> str | None:
+        """Why an input with these columns cannot run this stage (None when it can).
+
+        The default checks that every column of `reads()` exists.
+        """
+        for name in self.reads():
+            if name not in fields:
+                return f"stage {self.name} reads column {name!r}, which the input lacks"
+        return None
+
+    def audit_params(self) -> dict[str, object]:
+        """Parameters this stage gives the clean_docs quality suite."""
+        return {}
+
+
+class Filter(Step):
+    """A stage that rejects rows, each with a reason.
+
+    Implement `reason()` (a Spark expression), or `score_fields()` + `score()` + `verdict()`
+    (an Arrow scorer, run in the read pass on the rows still in the corpus).
+    """
+
+    kind: ClassVar[Literal["filter", "dedup"]] = "filter"
+
+    def reason(self) -> Column | None:
+        """The reject reason of each row as a Spark expression (null keeps the row)."""
+        return None
+
+    def score_fields(self) -> list[pa.Field]:
+        """The score columns `score()` returns (empty for an expression filter)."""
+        return []
+
+    def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        """Scores of every row of `batch` (it holds the columns of `reads()` and the text)."""
+        raise NotImplementedError(f"{type(self).__name__} has no Arrow scorer")
+
+    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
+        """The keep rule over `score()`'s columns: a reason string per row, null to keep."""
+        raise NotImplementedError(f"{type(self).__name__} has no keep rule")
+
+    @property
+    def scores(self) -> bool:
+        return bool(self.score_fields())
+
+
+class TextFeature(ABC):
+    """A per-document feature computed from the text in the read pass (a dedup stage's input)."""
+
+    @abstractmethod
+    def fields(self) -> list[StructField]:
+        """The columns `compute` returns."""
+
+    @abstractmethod
+    def compute(self, texts: pa.Array) -> dict[str, pa.Array]:
+        """The feature columns for `texts` (the rows still in the corpus), one value each."""
+
+
+class Dedup(Step):
+    """A stage that keeps one member of each duplicate group.
+
+    `cluster_col` is the bookkeeping column where it records group membership (the survivor's
+    doc_id for every member of a group of two or more); `duplicates()` turns it into rows of
+    duplicates/. A window stage implements `mark()`; a cluster stage `find_clusters()`.
+    """
+
+    kind: ClassVar[Literal["filter", "dedup"]] = "dedup"
+    cluster_col: ClassVar[str]
+    clusters_on_driver: ClassVar[bool] = False  # True: find_clusters, else mark
+
+    @property
+    def keep(self) -> str:
+        return str(getattr(self.params, "keep", "longest"))
+
+    def order_columns(self) -> list[str]:
+        """Input columns the survivor policy reads (the timestamp or the keep column)."""
+        if self.keep == "longest":
+            return []
+        return [self.roles.timestamp if self.keep == "newest" else self.keep]
+
+    def reads(self) -> list[str]:
+        return self.order_columns()
+
+    def check(self, fields: Mapping[str, DataType]) -> str | None:
+        key = f"{self.section_name()}.keep"
+        for name in self.order_columns():
+            if name not in fields:
+                return f"{key}={self.keep} needs column {name!r}, which the input lacks"
+            dtype = fields[name]
+            allowed = (TimestampType, NumericType) if self.keep == "newest" else (NumericType,)
+            if not isinstance(dtype, allowed):
+                return f"{key}={self.keep}: column {name!r} is {dtype.simpleString()}"
+        return None
+
+    def text_features(self) -> list[TextFeature]:
+        """Features this stage needs from the text, computed in the read pass."""
+        return []
+
+    def mark(self, df: DataFrame) -> DataFrame:
+        """Window stage: set `_stage` to this stage's name on losers, fill `cluster_col`."""
+        raise NotImplementedError(f"{type(self).__name__} is not a window stage")
+
+    def find_clusters(
+        self, candidates: DataFrame, run: StageRun
+    ) -> tuple[DataFrame, dict[str, Any]]:
+        """Cluster stage: `(_rid, cluster_id)` for members of clusters of two or more among
+        `candidates` (the rows still in the corpus, with their features), and the figures the
+        report shows under this stage's section."""
+        raise NotImplementedError(f"{type(self).__name__} is not a cluster stage")
+
+    def summary(self, figures: dict[str, Any]) -> str | None:
+        """One log line from `find_clusters`' figures (None: nothing to add)."""
+        return None
+
+    def duplicates(self, df: DataFrame) -> DataFrame:
+        """Rows of duplicates/ (`doc_id, cluster_id, stage, kept`) from `cluster_col`."""
+        doc = F.col(self.roles.id)
+        cluster = F.col(self.cluster_col)
+        return df.filter(cluster.isNotNull()).select(
+            doc.alias("doc_id"),
+            cluster.alias("cluster_id"),
+            F.lit(self.name).alias("stage"),
+            (doc == cluster).alias("kept"),
+        )
+
+
+S = TypeVar("S", bound=type[Step])
+_REGISTRY: dict[str, type[Step]] = {}
+
+
+class RegistryError(ValueError):
+    """A stage class that cannot be registered (bad or taken name, wrong kind)."""
+
+
+def register(cls: S) -> S:
+    """Class decorator: make a stage available to `stages:` under its `name`."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise RegistryError(f"{cls.__name__}.name must be a lower_snake_case name, got {name!r}")
+    section = cls.section_name()
+    if name in RESERVED_NAMES or section in RESERVED_NAMES:
+        raise RegistryError(f"stage name or section {name!r}/{section!r} is reserved by the job")
+    if not issubclass(cls, Filter | Dedup):
+        raise RegistryError(f"{cls.__name__} must subclass Filter or Dedup")
+    for other in _REGISTRY.values():
+        if other is cls or (other.__qualname__ == cls.__qualname__ and other.name == name):
+            continue  # a module imported twice (tests, reloads) registers the same class again
+        if name in (other.name, other.section_name()) or section in (
+            other.name,
+            other.section_name(),
+        ):
+            raise RegistryError(
+                f"stage {name!r} (section {section!r}) clashes with {other.__name__} "
+                f"({other.name!r}, section {other.section_name()!r})"
+            )
+    _REGISTRY[name] = cls
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a stage (tests that register their own)."""
+    _REGISTRY.pop(name, None)
+
+
+_loaded = False
+
+
+def load_steps() -> dict[str, type[Step]]:
+    """Every registered stage by name, after importing the built-in modules, the modules of
+    `pipelines/filters/` and the `corpusclean.steps` entry points."""
+    global _loaded
+    if not _loaded:
+        for module in _BUILTIN:
+            importlib.import_module(module)
+        package = importlib.import_module(_FILTERS_PACKAGE)
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{_FILTERS_PACKAGE}.{info.name}")
+        for ep in metadata.entry_points(group=ENTRY_POINTS):
+            importlib.import_module(ep.value.split(":")[0])
+        _loaded = True
+    return dict(_REGISTRY)
+
+
+def by_section() -> dict[str, type[Step]]:
+    """Every registered stage by its config section."""
+    return {cls.section_name(): cls for cls in load_steps().values()}
+
+
+def check_order(names: Sequence[str]) -> str | None:
+    """Why a `stages:` list cannot run (None when it can): unknown or repeated names, or a
+    filter after a dedup stage (filters run in the read pass, before any dedup)."""
+    steps = load_steps()
+    seen: set[str] = set()
+    dedup_seen: str | None = None
+    for name in names:
+        if name not in steps:
+            return f"unknown stage {name!r} (known: {', '.join(sorted(steps))})"
+        if name in seen:
+            return f"stage {name!r} is listed twice"
+        seen.add(name)
+        if steps[name].kind == "dedup":
+            dedup_seen = dedup_seen or name
+        elif dedup_seen is not None:
+            return (
+                f"filter {name!r} comes after dedup stage {dedup_seen!r}; filters run in the "
+                "read pass, so list them before every dedup stage"
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The listed stages, built from their sections, in order."""
+
+    steps: tuple[Step, ...]
+    roles: Roles = field(default_factory=Roles)
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+    @property
+    def filters(self) -> list[Filter]:
+        return [s for s in self.steps if isinstance(s, Filter)]
+
+    @property
+    def dedups(self) -> list[Dedup]:
+        return [s for s in self.steps if isinstance(s, Dedup)]
+
+    def enabled(self) -> list[Step]:
+        return [s for s in self.steps if s.enabled]
+
+    def step(self, name: str) -> Step | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+    def scorers(self) -> list[Filter]:
+        """The enabled filters with an Arrow scorer (they run in the read pass)."""
+        return [f for f in self.filters if f.enabled and f.scores]
+
+    def text_features(self) -> list[TextFeature]:
+        """The features the enabled dedup stages need from the text, in stage order."""
+        return [x for d in self.dedups if d.enabled for x in d.text_features()]
+
+    def check(self, fields: Mapping[str, DataType]) -> tuple[Step, str] | None:
+        """The first enabled stage that cannot run on these input columns, and why."""
+        for step in self.enabled():
+            why = step.check(fields)
+            if why is not None:
+                return step, why
+        return None
+
+    def order_columns(self) -> list[str]:
+        """Input columns the enabled dedup stages' survivor policies read, each once."""
+        cols: list[str] = []
+        for step in self.dedups:
+            if step.enabled:
+                cols.extend(c for c in step.order_columns() if c not in cols)
+        return cols
+
+    def audit_params(self) -> dict[str, object]:
+        params: dict[str, object] = {}
+        for step in self.enabled():
+            params.update(step.audit_params())
+        return params
+
+
+def build_pipeline(
+    names: Iterable[str], sections: Mapping[str, StepParams], roles: Roles
+) -> Pipeline:
+    """The stages `names` lists, each given only its own section of `sections`."""
+    steps = load_steps()
+    built = []
+    for name in names:
+        cls = steps[name]
+        built.append(cls(sections.get(cls.section_name()) or cls.Params(), roles))
+    return Pipeline(tuple(built), roles)
+
+
+def funnel_aggregates(names: Iterable[str]) -> list[Column]:
+    """Aggregates over a marked frame giving the rows each named stage removed (one pass)."""
+    return [F.count(F.lit(1)).alias("rows")] + [
+        F.sum((F.col(STAGE) == F.lit(n)).cast("long")).alias(n) for n in names
+    ]
