@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from corpusclean.pipelines import minhash as mh  # noqa: E402
+from corpusclean.pipelines.near_dedup import NearDedupParams  # noqa: E402
 
 _U64 = np.uint64
 _COMMON_WORDS = (
@@ -341,7 +342,7 @@ def main() -> None:
     order = rng.permutation(len(docs))
     docs = [docs[i] for i in order]
     texts = pa.array(docs, pa.string())
-    params = mh.MinHashParams(num_perm=k, seed=args.seed)
+    params = NearDedupParams(num_perm=k, seed=args.seed).minhash
     mb = texts.nbytes / 1e6
     print(f"corpus: {len(docs)} docs ({n_zh} Chinese), {mb:.1f} MB, num_perm={k}, one core")
 

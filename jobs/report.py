@@ -110,13 +110,15 @@ def render_html(report: dict[str, Any]) -> str:
     audit = report.get("audit") or {}
     verdict = "PUBLISHED" if passed and audit.get("passed", True) else "REJECTED"
     stages = report.get("stages", [])
+    removed = report.get("removed", {})
+    # The funnel: what was read, then what each stage of the run left (the stage names come
+    # from the run's own `removed`, so a registered stage shows without a change here).
+    funnel_names = {"read", *removed}
     funnel = [
         (s["name"], float(s["rows_out"] or 0), "#2e86c1")
         for s in stages
-        if s.get("rows_out") is not None
-        and s["name"] in ("read", "rules", "doc_id", "exact", "near")
+        if s.get("rows_out") is not None and s["name"] in funnel_names
     ]
-    removed = report.get("removed", {})
     near = report.get("near_dedup") or {}
     cfg = report.get("config", {})
     threshold = float(cfg.get("missing", {}).get("review_threshold", 0.3))

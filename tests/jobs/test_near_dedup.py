@@ -11,7 +11,8 @@ import pytest
 
 from corpusclean.jobs import clean
 from corpusclean.jobs.sample import generate, read_truth
-from corpusclean.pipelines.minhash import MinHashParams, exact_jaccard
+from corpusclean.pipelines.minhash import exact_jaccard
+from corpusclean.pipelines.near_dedup import NearDedupParams
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -46,7 +47,7 @@ def test_injected_near_duplicates_are_found(spark, corpus: Path, tmp_path: Path)
         # A repeated doc_id keeps its longest text, as the doc_id stage does.
         if r["doc_id"] and r["text"] and len(r["text"]) > len(texts.get(r["doc_id"], "")):
             texts[r["doc_id"]] = r["text"]
-    params = MinHashParams()
+    params = NearDedupParams().minhash
     truth = read_truth(corpus).to_pylist()
     found = missed = false_pos = 0
     for row in truth:

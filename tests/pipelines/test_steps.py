@@ -9,7 +9,11 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
+from corpusclean.pipelines.base import Roles
 from corpusclean.pipelines.dedup import (
+    DedupParams,
+    DocIdDedup,
+    ExactDedup,
     build_duplicates_table,
     mark_doc_id_duplicates,
     mark_exact_duplicates,
@@ -111,18 +115,11 @@ def test_exact_dedup_and_duplicates_table(spark) -> None:
         ("d", 10, "h2", 4, T0, 0.0, None),
         ("d", 9, "h3", 5, T0, 0.0, None),
     ]
-    out = (
-        _frame(spark, rows)
-        .transform(start_stages)
-        .transform(
-            lambda d: mark_doc_id_duplicates(d, "doc_id", survivor_order("longest", "doc_id"))
-        )
-        .transform(
-            lambda d: mark_exact_duplicates(
-                d, "doc_id", survivor_order("longest", "doc_id", row_hash_col=None)
-            )
-        )
-    )
+    # The registered stages, as the job builds them: each from its own section.
+    stages = [DocIdDedup(DedupParams(), Roles()), ExactDedup(DedupParams(), Roles())]
+    out = _frame(spark, rows).transform(start_stages)
+    for stage in stages:
+        out = out.transform(stage.mark)
     live = sorted(r["doc_id"] for r in out.filter(F.col("_stage").isNull()).collect())
     assert live == ["b", "d"]
     expected = spark.createDataFrame(
@@ -134,7 +131,8 @@ def test_exact_dedup_and_duplicates_table(spark) -> None:
             Row(doc_id="c", cluster_id="b", stage="exact", kept=False),
         ]
     )
-    assertDataFrameEqual(build_duplicates_table(out, "doc_id"), expected)
+    assertDataFrameEqual(build_duplicates_table(out, stages), expected)
+    assert build_duplicates_table(out, []).count() == 0
 
 
 def test_dedup_is_independent_of_partitioning(spark) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 
 import numpy as np
@@ -12,7 +13,6 @@ import pytest
 from corpusclean.pipelines import minhash as mh
 from corpusclean.pipelines.minhash import (
     EMPTY,
-    MinHashParams,
     band_hashes,
     estimate_jaccard,
     estimate_jaccard_rows,
@@ -23,10 +23,12 @@ from corpusclean.pipelines.minhash import (
     signatures,
     sketch,
 )
+from corpusclean.pipelines.near_dedup import NearDedupParams
 
-WORD = MinHashParams(tokenizer="word")
-CHAR = MinHashParams(tokenizer="char")
-AUTO = MinHashParams(tokenizer="auto")
+# The job's parameters (NearDedupParams owns the defaults), with each tokenizer.
+WORD = NearDedupParams(tokenizer="word").minhash
+CHAR = NearDedupParams(tokenizer="char").minhash
+AUTO = NearDedupParams(tokenizer="auto").minhash
 
 
 def _lower(text: str) -> str:
@@ -105,9 +107,11 @@ def test_optimal_bands_known_values_and_limits() -> None:
         optimal_bands(0.8, 0)
 
 
-def test_params_defaults_are_the_optimal_bands() -> None:
-    p = MinHashParams()
-    assert (p.bands, p.rows) == optimal_bands(0.8, p.num_perm)
+def test_the_job_defaults_resolve_to_the_optimal_bands() -> None:
+    nd = NearDedupParams()
+    p = nd.minhash
+    w = nd.false_positive_weight
+    assert (p.bands, p.rows) == optimal_bands(nd.threshold, p.num_perm, w, 1 - w) == (16, 8)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +125,7 @@ def test_params_defaults_are_the_optimal_bands() -> None:
 )
 def test_params_reject_bad_values(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        MinHashParams(**kwargs)  # type: ignore[arg-type]
+        dataclasses.replace(AUTO, **kwargs)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +245,8 @@ def test_signatures_are_pinned() -> None:
     assert sig[0, :4].tolist() == PINNED_SIG
     assert band_hashes(sig, 9, 13)[0, :2].tolist() == PINNED_BANDS
     other, _ = signatures(
-        pa.array(["The quick brown fox jumps over the lazy dog."]), MinHashParams(seed=7)
+        pa.array(["The quick brown fox jumps over the lazy dog."]),
+        dataclasses.replace(AUTO, seed=7),
     )
     assert not np.array_equal(other, sig)
 
