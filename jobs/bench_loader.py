@@ -33,11 +33,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from corpusclean.jobs import log, shardcheck, storage, tario
+from corpusclean.jobs import log, shardcheck, storage, tario, throughput
 from corpusclean.jobs.config import Section, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.pipelines import throughput
 
 JOB = "bench"
 INDEX_FILE = "index.json"
