@@ -92,5 +92,5 @@ def binary_array(kind: pa.DataType, offsets: np.ndarray, data: Any) -> pa.Array:
     """A binary or large_binary (`kind`) array over `data` (a buffer or uint8 array) cut at
     `offsets` (absolute, as `value_buffers` gives them): the inverse of `value_buffers`."""
     wide = pa.types.is_large_binary(kind)
-    cuts = pa.py_buffer(np.asarray(offsets, dtype=np.int64 if wide else np.int32))
+    cuts = pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int64 if wide else np.int32))
     return pa.Array.from_buffers(kind, len(offsets) - 1, [None, cuts, pa.py_buffer(data)])

@@ -40,6 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpusclean.pipelines.arrowbuf import value_buffers
+
 EMPTY = np.uint32(0xFFFFFFFF)
 """Signature value of a slot with no shingle: every slot of a document with no shingle."""
 
@@ -231,14 +233,10 @@ def _as_text_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _flat_buffer(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(bytes padded with 8 zeros, int64 document offsets into them) of a string array."""
-    off_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    raw = np.frombuffer(arr.buffers()[1], off_type)[arr.offset : arr.offset + len(arr) + 1]
-    offs = raw.astype(np.int64)
-    lo, hi = int(offs[0]), int(offs[-1])
-    buf = np.zeros(hi - lo + 8, dtype=np.uint8)
-    if hi > lo:
-        buf[: hi - lo] = np.frombuffer(arr.buffers()[2], np.uint8)[lo:hi]
-    return buf, offs - lo
+    offs, data = value_buffers(arr, relative=True)
+    buf = np.zeros(len(data) + 8, dtype=np.uint8)
+    buf[: len(data)] = data
+    return buf, offs
 
 
 def _decode_leads(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -544,9 +542,7 @@ def _chunks(texts: pa.Array) -> list[tuple[int, int]]:
     n = len(texts)
     if n == 0:
         return []
-    off_type = np.int64 if pa.types.is_large_string(texts.type) else np.int32
-    raw = np.frombuffer(texts.buffers()[1], off_type)
-    offs = raw[texts.offset : texts.offset + n + 1].astype(np.int64)
+    offs, _ = value_buffers(texts)
     cuts = np.searchsorted(
         offs, offs[0] + np.arange(_CHUNK_BYTES, offs[-1] - offs[0], _CHUNK_BYTES)
     )

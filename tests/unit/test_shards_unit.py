@@ -175,3 +175,12 @@ def test_cut_shards_in_pieces_equals_one_cut(seed: int) -> None:
     totals = np.bincount(whole, weights=sizes)
     # every shard stays within the capacity, and all but the last are more than half full
     assert totals.max() <= capacity and (totals[:-1] > capacity / 2).all()
+
+
+@pytest.mark.parametrize("kind", [pa.binary(), pa.large_binary(), pa.string()], ids=str)
+def test_grouped_lines_are_runs_of_rows(kind: pa.DataType) -> None:
+    lines = pa.array(["a\n", "bb\n", "c\n", "dd\n", "e\n"], pa.string()).cast(kind).slice(1)
+    assert S.grouped(lines, 2).to_pylist() == [b"bb\nc\n", b"dd\ne\n"]
+    # whole runs only: the writer groups full samples and keeps the rest pending
+    assert S.grouped(lines.slice(0, 3), 2).to_pylist() == [b"bb\nc\n"]
+    assert S.joined_bytes(lines) == b"bb\nc\ndd\ne\n"
