@@ -307,7 +307,8 @@ def shuffle_units(source: CleanSource, target_bytes: int) -> int:
 
 
 def _estimated_bytes(source: CleanSource) -> int:
-    """The shards' bytes as the input's file sizes predict them (bench/pack.py: ~1.9x)."""
+    """The shards' bytes as the input's file sizes predict them (bench/pack.py prints both
+    sizes of its runs)."""
     return sum(size for _, size in source.files) * _TAR_PER_PARQUET_BYTE
 
 
@@ -553,9 +554,9 @@ def shuffle_tasks(source: CleanSource, target_bytes: int, parallelism: int) -> i
 def write_task_count(units: int, unit_bytes: int, parallelism: int) -> int:
     """Tasks the shuffled write spreads `units` hash ranges of `unit_bytes` in all over.
 
-    Consecutive units share a task: every Python task costs a fixed worker round trip
-    (bench/python_tasks.py: ~70 ms of a core here with corpusclean's zipimport fix, ~230 ms
-    without), while a task per unit would buy nothing once every core has two. Which task a
+    Consecutive units share a task: every Python task costs a fixed worker round trip (of a
+    core's time; bench/python_tasks.py measures it, with and without corpusclean's zipimport
+    fix), while a task per unit would buy nothing once every core has two. Which task a
     unit goes to changes no byte of the output.
     """
     return max(1, min(units, max(2 * parallelism, -(-unit_bytes // _TASK_BYTES))))

@@ -236,10 +236,10 @@ class TarShardWriter:
         `keys` (ASCII strings or binary) and every data array have one row per sample and no
         nulls; `ndocs` is the number of documents the samples hold (default: one each). Each
         chunk of samples becomes one buffer (headers from `ustar_headers`, then Arrow joins
-        header, data and zero padding of every member in C++), written and hashed in one call:
-        the profiling run of the partition writer (50k documents of 2 KB) took 0.70 s with
-        a header and a buffered write per piece, 0.29 s so, of which sha256 and the file write
-        are 0.18 s.
+        header, data and zero padding of every member in C++), written and hashed in one call.
+        A header and a buffered write per piece cost more than sha256 and the file write
+        together; one call per chunk leaves those two as most of the cost (`bench_tar_writers`
+        in bench/pack.py measures the writer).
         """
         n = len(keys)
         ordered = sorted(members, key=lambda member: member[0])

@@ -19,7 +19,8 @@ Python runs in the hot path. A batch goes through four vectorised steps:
    m * k. Measured (bench/minhash_kernel.py, 128 slots): unbiased, and its standard error is
    at or below k-permutation MinHash's for 10..2000 shingles, where one-permutation hashing
    with optimal densification is 5-20% worse below 128 shingles. End to end (tokenising
-   included, one core) about 2x the docs/s of chunked k-perm MinHash, on par with OPH.
+   included) it outruns chunked k-perm MinHash and keeps up with OPH (bench/minhash_kernel.py
+   measures the docs/s of all three).
 4. LSH band keys: one 64-bit hash of each band's slots, band index mixed in.
 
 Values depend only on the document and the seed (constants come from splitmix64, not numpy's
@@ -186,8 +187,9 @@ def _is_word_cp(cp: int) -> bool:
 
 @cache
 def _bmp_classes() -> np.ndarray:
-    """Class bits of every code point below U+10000 (built once per process, ~30 ms), so a
-    batch classifies its characters with one table lookup instead of sorting them."""
+    """Class bits of every code point below U+10000 (built once per process: 65,536
+    `unicodedata` lookups), so a batch classifies its characters with one table lookup
+    instead of sorting them."""
     table = np.fromiter((_is_word_cp(c) for c in range(0x10000)), dtype=np.uint8, count=0x10000)
     table[np.array(_SPACE_CPS)] |= _SPACE
     for lo, hi in _CJK_BMP:
