@@ -56,8 +56,10 @@ The states a pack folder goes through, in order, and what a rerun (`prepare_outp
    replaces with the rest of the folder. A driver killed while writing index.json leaves its
    temporary file, which a rerun removes.
 
-A concurrent second pack of the same folder is not guarded against here (the staging
-folder's owner is, for `--overwrite`); two runs of the same pack write the same bytes.
+Two packs writing one folder at once are not locked out here (only a second `--overwrite`
+is, by the staging folder's owner while it runs on this host). Neither can leave a torn file,
+since both write the same bytes under their own temporary names, but a resume deletes every
+temporary file it finds, which fails the other run's tasks: run one pack per folder.
 """
 
 from __future__ import annotations
@@ -99,8 +101,10 @@ from corpusclean.pipelines.shards import (
 from corpusclean.testhook import hold
 
 JOB = "pack"
-
 INDEX = "index.json"
+STATS_DIR = "_stats"
+TMP_DIR = "_tmp"
+PARTS_DIR = "_parts"
 # Part of every resume fingerprint: a change to the shard layout must not resume old shards.
 # 2: in input order, shards no longer span input files.
 # 3: in input order, each file is cut greedily as it is written (no plan pass).
@@ -108,9 +112,7 @@ INDEX = "index.json"
 # 5: a batch holding several hash ranges is cut per range; jsonl samples are sized by their
 #    worst-case padding, so shards of several documents per sample keep to target_bytes.
 FORMAT_VERSION = 5
-STATS_DIR = "_stats"
-TMP_DIR = "_tmp"
-PARTS_DIR = "_parts"
+# Opens the error of a task that met a repeated doc_id; the driver finds the id by it.
 DUPLICATE_MARK = "corpusclean-duplicate-doc-id"
 
 
@@ -194,7 +196,7 @@ class ShardStats:
 
 
 class TarShardWriter:
-    """Writes one shard under a temporary name, hashing as it goes; `commit` renames it.
+    """Writes one shard under a temporary name, hashing as it goes (the caller renames it).
 
     Members are written in the order given with fixed header fields, so the same samples
     always give the same bytes. `add_samples` sorts a sample's members by extension, as
@@ -694,11 +696,7 @@ def write_unit_parts(
 
 
 def _read_marker(out: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((out / MARKER).read_text("utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+    return _load_json(out / MARKER)
 
 
 def _check_owner(out: Path) -> bool:
