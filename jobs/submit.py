@@ -148,7 +148,7 @@ def build_env_archive(dest: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     jars = Path(sys.prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}")
     exclude = (jars / "site-packages" / "pyspark" / "jars" / "*").relative_to(sys.prefix)
-    # The temporary name keeps the extension, which venv-pack goes by.
+    # The temporary name keeps the `.tar.gz` ending, by which venv-pack would infer the format.
     with replacing(dest, suffix=".tar.gz") as tmp:
         try:
             venv_pack.pack(
