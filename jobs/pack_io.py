@@ -40,8 +40,8 @@ The states a pack folder goes through, in order, and what a rerun (`prepare_outp
    every part it counts is committed: its stats file is there and its tar (and .idx) still
    has that size and sha256 (checked in Spark tasks, `_changed_files`). Units that are not
    finished lose their marker and are written again; their committed parts are cut again
-   but not rewritten (`UnitWriteSpec.skip`). Markers and stats of another fingerprint, and
-   parts without stats, are removed.
+   but not rewritten (`UnitWriteSpec.skip`). Unit markers and part stats of another
+   fingerprint, and parts without stats, are removed.
 4. **Final shards** (`number_parts`, on the driver, once every unit has its marker). The part
    counts are saved to `numbering.json` before the first rename, so a numbering cut short
    maps parts to shard numbers the same way on resume, even after a unit is redone. Per
