@@ -33,11 +33,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from corpusclean.jobs import log, shardcheck, storage, tario
+from corpusclean.jobs import log, shardcheck, storage, tario, throughput
+from corpusclean.jobs.atomic import write_text_atomic
 from corpusclean.jobs.config import Section, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.pipelines import throughput
 
 JOB = "bench"
 INDEX_FILE = "index.json"
@@ -960,9 +960,7 @@ def _svg_chart(rows: list[tuple[str, float]], required: float, per_node: float, 
 
 def _write_json(path: Path, report: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=2, allow_nan=False, default=str) + "\n", "utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(report, indent=2, allow_nan=False, default=str) + "\n")
 
 
 def _environment() -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 
 from corpusclean.jobs import log
+from corpusclean.jobs.atomic import write_text_atomic
 from corpusclean.jobs.config import CleanConfig, audit_stage_params, load_clean_config
 from corpusclean.jobs.errors import ConfigError, InputError, RejectedError, UsageError
 from corpusclean.jobs.paths import detect_format, is_remote, resolved
@@ -228,9 +228,7 @@ def check_report_path(
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write `data` as JSON through a temporary file, so a reader never sees half a report."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", "utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def _fmt_observed(value: Any) -> str:

@@ -1,17 +1,30 @@
-"""Errors that end a job with a one-line message and a documented exit code."""
+"""Errors that end a job with a one-line message and a documented exit code.
+
+The base class and the exit codes live in `corpusclean.errors`, so that `pipelines/` can raise
+them without importing `jobs/`; they are re-exported here.
+"""
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_REJECTED = 3
+from corpusclean.errors import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_REJECTED,
+    EXIT_USAGE,
+    CorpusCleanError,
+)
 
-
-class CorpusCleanError(Exception):
-    """Bad input, bad config or a failed step: the job exits 1 with this one-line message."""
-
-    exit_code = EXIT_ERROR
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_REJECTED",
+    "EXIT_USAGE",
+    "ConfigError",
+    "CorpusCleanError",
+    "InputError",
+    "RejectedError",
+    "UsageError",
+]
 
 
 class ConfigError(CorpusCleanError):

@@ -14,10 +14,11 @@ One `<testcase>` per check of the suite, in suite order, under one `<testsuite>`
 
 from __future__ import annotations
 
-import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+
+from corpusclean.jobs.atomic import replacing
 
 
 def _text(record: dict[str, Any]) -> str:
@@ -90,6 +91,5 @@ def junit_tree(result: dict[str, Any], strict: bool) -> ET.ElementTree:
 def write_junit(path: Path, result: dict[str, Any], strict: bool) -> None:
     """Write the JUnit XML through a temporary file, so CI never reads half a report."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    junit_tree(result, strict).write(tmp, encoding="utf-8", xml_declaration=True)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        junit_tree(result, strict).write(tmp, encoding="utf-8", xml_declaration=True)

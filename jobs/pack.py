@@ -19,6 +19,10 @@ and writes only the rest. A SHARD_DIR is finished exactly when it has index.json
 replaces another (`--overwrite`) is written the same way into a staging folder beside SHARD_DIR
 and swapped in atomically once finished (`pack_staging`): the previous pack stays complete and
 readable until then, and a rerun of the same command resumes in the staging folder.
+
+The tar writer, the write tasks and the commit protocol (which file commits what, and what a
+rerun does in each state of a pack folder) are `corpusclean.jobs.pack_io`; this module plans
+the Spark pass and writes the index's content.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,30 +44,28 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from corpusclean.jobs import pack_io
 from corpusclean.jobs.config import Section, SparkSettings, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.failures import disk_full
 from corpusclean.jobs.log import Timer, described, fmt_rows, info, warn
 from corpusclean.jobs.log import tasks as task_progress
-from corpusclean.jobs.pack_staging import Staging, open_staging, owner, repair
+from corpusclean.jobs.pack_io import (
+    FORMAT_VERSION,
+    INDEX,
+    committed_parts,
+    number_parts,
+    open_output,
+)
 from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
-from corpusclean.jobs.publish import MARKER, SUCCESS, new_run_id
+from corpusclean.jobs.publish import SUCCESS
 from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.shardcheck import damaged_error, size_problem
+from corpusclean.jobs.shardcheck import HashingReader, damaged_error, read_samples, size_problem
 from corpusclean.pipelines import shards as S
 from corpusclean.pipelines.columns import PACK_RESERVED, reserved_in
-from corpusclean.testhook import hold
 
 JOB = "pack"
-INDEX = "index.json"
 INDEX_KIND = "wids-shard-index-v1"
-# Part of every resume fingerprint: a change to the shard layout must not resume old shards.
-# 2: in input order, shards no longer span input files.
-# 3: in input order, each file is cut greedily as it is written (no plan pass).
-# 4: with shuffle on too, hash ranges are cut greedily as they are written (no plan pass).
-# 5: a batch holding several hash ranges is cut per range; jsonl samples are sized by their
-#    worst-case padding, so shards of several documents per sample keep to target_bytes.
-FORMAT_VERSION = 5
 # Shard bytes one write task takes at most when there are more units than twice the cores:
 # enough to amortise a task's fixed cost, little enough to balance the cores and bound a
 # task's sort (which spills beyond its memory share anyway).
@@ -169,141 +170,6 @@ def fingerprint(source: CleanSource, config: PackConfig) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _read_marker(out: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((out / MARKER).read_text("utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _check_owner(out: Path) -> bool:
-    """Check `out` may hold a pack (missing, empty, or a pack's folder); True if it holds one.
-
-    A first run killed while writing its marker leaves only the marker's temporary file in an
-    otherwise empty folder, which is removed; beside anything else, nothing is touched.
-    """
-    if out.exists() and not out.is_dir():
-        raise InputError(f"output {out} exists and is not a folder")
-    if not out.is_dir():
-        return False
-    if not (out / MARKER).exists():
-        leftovers = list(out.iterdir())
-        if leftovers and all(
-            re.fullmatch(rf"\.{re.escape(MARKER)}\..+\.tmp", p.name) for p in leftovers
-        ):
-            for leftover in leftovers:
-                leftover.unlink()
-    if not any(out.iterdir()):
-        return False
-    marker = _read_marker(out)
-    if marker is None or marker.get("job") != JOB:
-        owner = f"`corpusclean {marker.get('job')}`" if marker else "something else"
-        raise InputError(
-            f"output {out} is a non-empty folder written by {owner}, not corpusclean pack; "
-            "choose another folder or empty it"
-        )
-    return True
-
-
-def prepare_output(out: Path, fp: str, source: CleanSource, run_id: str | None = None) -> bool:
-    """Make `out` ready to write into; True when it holds an unfinished run to resume.
-
-    `run_id` names a new run (a staging folder's own); a resumed run keeps its marker, with
-    this process as its owner.
-    """
-    resume = False
-    if _check_owner(out):
-        marker = _read_marker(out) or {}
-        if (out / INDEX).exists():
-            raise InputError(
-                f"output {out} already holds a finished pack; pass --overwrite to replace it"
-            )
-        if marker.get("format") != FORMAT_VERSION:
-            raise InputError(
-                f"output {out} holds an unfinished pack in shard format "
-                f"{marker.get('format', 'before 5')}, and this corpusclean writes format "
-                f"{FORMAT_VERSION}; pass --overwrite to pack it again"
-            )
-        if marker.get("fingerprint") != fp:
-            raise InputError(
-                f"output {out} holds an unfinished pack of another input or config; rerun with "
-                "the same --input and --set values to resume it, or pass --overwrite"
-            )
-        resume = True
-        if "owner" in marker:  # a staging folder: its owner is now this process
-            S.write_text_atomic(out / MARKER, json.dumps({**marker, "owner": owner()}) + "\n")
-    out.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        # The marker before anything else, so no crash leaves a folder that is not ours.
-        marker = {
-            "job": JOB,
-            "run_id": run_id or new_run_id(),
-            "fingerprint": fp,
-            "format": FORMAT_VERSION,
-            "input": str(source.path),
-        }
-        if run_id is not None:
-            marker["owner"] = owner()
-        S.write_text_atomic(out / MARKER, json.dumps(marker) + "\n")
-    for folder in (S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR):
-        (out / folder).mkdir(exist_ok=True)
-    return resume
-
-
-def _not_the_pack(out: Path) -> list[str]:
-    """The top-level entries of a pack folder that its index.json does not account for."""
-    own = {MARKER, INDEX, S.STATS_DIR, S.TMP_DIR, S.PARTS_DIR}
-    index = _load_json(out / INDEX) or {}
-    for entry in index.get("shardlist", []):
-        if isinstance(entry, dict):
-            own.update(str(entry.get(key)) for key in ("url", "dali_index") if entry.get(key))
-    if not index:  # an unfinished pack: its shards are named by its stats files
-        own.update(p.with_suffix(".tar").name for p in (out / S.STATS_DIR).glob("*.json"))
-        own.update(p.with_suffix(".idx").name for p in (out / S.STATS_DIR).glob("*.json"))
-    return sorted(p.name for p in out.iterdir() if p.name not in own)
-
-
-def open_output(
-    out: Path, fp: str, source: CleanSource, overwrite: bool
-) -> tuple[Path, bool, Staging | None]:
-    """Where this run writes: (folder, resume?, staging or None).
-
-    A pack replacing a non-empty pack folder (`--overwrite`) is written into a staging folder
-    beside it (resumed if a crashed run of the same pack left one), else into `out` itself.
-    """
-    repair(out)
-    if not (_check_owner(out) and overwrite):
-        return out, prepare_output(out, fp, source), None
-    foreign = _not_the_pack(out)
-    if foreign:
-        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
-        warn(
-            JOB,
-            f"--overwrite: {out} also holds {len(foreign)} file(s) that are not part of its "
-            f"pack, which go with it: {', '.join(foreign[:5])}{more}",
-        )
-    staging = open_staging(out, fp, FORMAT_VERSION)
-    if staging.finished:
-        info(JOB, f"--overwrite: the replacement pack in {staging.folder} is finished")
-        return staging.folder, True, staging
-    resume = prepare_output(staging.folder, fp, source, staging.run_id)
-    what = "resuming the replacement" if resume else "writing the replacement"
-    info(JOB, f"--overwrite: {what} in {staging.folder}; {out} stays as it is until it is done")
-    return staging.folder, resume, staging
-
-
-# --------------------------------------------------------------------------- resume
-
-
-def _check_committed(item: tuple[int, str, str]) -> tuple[int, bool]:
-    shard, path, sha = item
-    try:
-        return shard, S.file_sha256(path)[1] == sha
-    except OSError:
-        return shard, False
-
-
 # --------------------------------------------------------------------------- the job
 
 
@@ -321,9 +187,9 @@ class PackResult:
 
 def _spark_failure(exc: Exception) -> CorpusCleanError:
     text = str(exc)
-    if S.DUPLICATE_MARK in text:
-        line = next(ln for ln in text.splitlines() if S.DUPLICATE_MARK in ln)
-        dup = line.split(f"{S.DUPLICATE_MARK}:", 1)[-1].strip()
+    if pack_io.DUPLICATE_MARK in text:
+        line = next(ln for ln in text.splitlines() if pack_io.DUPLICATE_MARK in ln)
+        dup = line.split(f"{pack_io.DUPLICATE_MARK}:", 1)[-1].strip()
         return InputError(
             f"doc_id {dup} occurs more than once in the input; pack needs the unique doc_ids "
             "of a clean output"
@@ -350,7 +216,7 @@ def pack(
     # a previous pack (even with --overwrite) and an unfinished one as they were.
     paths = [str(source.data / rel) for rel, _ in source.files]
     rows = _check_input(paths, config)
-    where, resume, staging = open_output(out, fp, source, overwrite)
+    where, resume, staging = open_output(out, fp, source.path, overwrite)
     if staging is not None and staging.finished:
         index = json.loads((where / INDEX).read_text("utf-8"))
         n_shards, docs, written, seconds = index["totals"]["shards"], rows, 0, {}
@@ -386,7 +252,7 @@ def _write(
 
     if not source.files:
         if resume:
-            committed_parts(None, out, fp, 0, config.shard)
+            committed_parts(None, out, fp, 0, config.shard.prefix, config.shard.dali_index)
         return 0, 0, 0, {}
     spark = build_session("corpusclean-pack", config.spark)
     check_shared_output(spark, str(out))
@@ -441,7 +307,8 @@ def shuffle_units(source: CleanSource, target_bytes: int) -> int:
 
 
 def _estimated_bytes(source: CleanSource) -> int:
-    """The shards' bytes as the input's file sizes predict them (bench/pack.py: ~1.9x)."""
+    """The shards' bytes as the input's file sizes predict them (bench/pack.py prints both
+    sizes of its runs)."""
     return sum(size for _, size in source.files) * _TAR_PER_PARQUET_BYTE
 
 
@@ -477,12 +344,16 @@ def _pack_units(
     columns = list(everything.columns)
     n_units = shuffle_units(source, target) if shard_cfg.shuffle else len(paths)
     timer = Timer()
-    done, skip = committed_parts(spark, out, fp, n_units, shard_cfg) if resume else (set(), set())
+    done, skip = (
+        committed_parts(spark, out, fp, n_units, shard_cfg.prefix, shard_cfg.dali_index)
+        if resume
+        else (set(), set())
+    )
     if resume:
         what = "hash ranges" if shard_cfg.shuffle else "input files"
         info(JOB, f"resume: {len(done):,} of {n_units:,} {what} already packed")
     todo = [u for u in range(n_units) if u not in done]
-    spec = S.UnitWriteSpec(
+    spec = pack_io.UnitWriteSpec(
         output_dir=str(out),
         docs_per_sample=k,
         dali_index=shard_cfg.dali_index,
@@ -505,7 +376,8 @@ def _pack_units(
                 files = [paths[u] for u in todo]
                 scan = everything if len(files) == len(paths) else None
                 df, tasks = _file_units(spark, source, columns, config, files, scan)
-            results = df.mapInArrow(partial(S.write_unit_parts, spec=spec), S.UNIT_RESULT_SCHEMA)
+            write = partial(pack_io.write_unit_parts, spec=spec)
+            results = df.mapInArrow(write, pack_io.UNIT_RESULT_SCHEMA)
             info(JOB, f"write: started ({fmt_rows(rows)} docs, {len(todo):,} units to write)")
             try:
                 with task_progress(JOB, "write:", spark):
@@ -519,7 +391,7 @@ def _pack_units(
             seen = {int(r["unit"]) for r in finished}
             for u in todo:
                 if u not in seen:
-                    S.write_unit_marker(out, u, 0, 0, fp)
+                    pack_io.write_unit_marker(out, u, 0, 0, fp)
         n_shards, docs = number_parts(out, shard_cfg.prefix, fp, n_units)
     seconds["write"] = timer.seconds
     if docs != rows:
@@ -649,234 +521,6 @@ def _columns(schema: Any) -> str:
     return ", ".join(f"{f.name}: {f.type}" for f in schema)
 
 
-def _load_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _unit_markers(out: Path, fp: str, n_units: int) -> dict[int, dict[str, Any]]:
-    """The markers of this run's finished units; other files in their place are removed."""
-    markers = {}
-    for u in range(n_units):
-        marker = _load_json(S.unit_marker(out, u))
-        if marker is not None and marker.get("fingerprint") == fp and marker.get("unit") == u:
-            markers[u] = marker
-        else:
-            S.unit_marker(out, u).unlink(missing_ok=True)
-    return markers
-
-
-def _numbering_file(out: Path) -> Path:
-    return out / S.PARTS_DIR / "numbering.json"
-
-
-def _first_shards(
-    out: Path, fp: str, markers: dict[int, dict[str, Any]], n_units: int
-) -> list[int] | None:
-    """Each unit's first shard number (and the total last): from the part counts saved when
-    numbering began, which outlive markers removed to redo a unit, else from the markers once
-    every unit has one; None while numbering cannot have begun."""
-    saved = _load_json(_numbering_file(out)) or {}
-    if saved.get("fingerprint") == fp and len(saved.get("parts", [])) == n_units:
-        counts = [int(c) for c in saved["parts"]]
-    elif len(markers) == n_units:
-        counts = [int(markers[u]["parts"]) for u in range(n_units)]
-    else:
-        return None
-    return _starts(counts)
-
-
-def _starts(counts: list[int]) -> list[int]:
-    """Prefix sums: each unit's first shard number from the units' part counts, total last."""
-    return [0, *(int(f) for f in np.cumsum(counts, dtype=np.int64))]
-
-
-def committed_parts(
-    spark: Any, out: Path, fp: str, n_units: int, shard_cfg: ShardSection
-) -> tuple[set[int], set[tuple[int, int]]]:
-    """What an unfinished pack already holds: (finished units, committed parts).
-
-    A part is committed while its stats file is there and its tar (and .idx) still match:
-    under `_parts/`, or already renamed to its shard name by a numbering cut short (parts map
-    to shard numbers by the counts `number_parts` saved before its first rename). A unit is
-    finished when its marker is there and every part of it is committed or numbered, .idx
-    included. A part or numbered shard that changed since it was written is deleted and its
-    unit written again. Removed too: temporary files, parts without a stats file, stats and
-    markers of another run.
-    """
-    dali = shard_cfg.dali_index
-    for tmp in (out / S.TMP_DIR).iterdir():
-        tmp.unlink()
-    for tmp in out.glob(f".{INDEX}.*.tmp"):  # a run killed while writing index.json
-        tmp.unlink()
-    parts_dir = out / S.PARTS_DIR
-    parts_dir.mkdir(exist_ok=True)
-    markers = _unit_markers(out, fp, n_units)
-    firsts = _first_shards(out, fp, markers, n_units)
-
-    def final(u: int, j: int) -> S.ShardFiles | None:
-        if firsts is None or j >= firsts[u + 1] - firsts[u]:
-            return None
-        return S.final_files(out, shard_cfg.prefix, firsts[u] + j)
-
-    pattern = re.compile(r"^u(\d{6})-(\d{6})\.json$")
-    # (unit, part) -> the files (tar, and .idx with dali_index) to check, with their sha256
-    candidates: dict[tuple[int, int], list[tuple[str, str]]] = {}
-    for stats_file in sorted(parts_dir.glob("u*-*.json")):
-        match = pattern.match(stats_file.name)
-        stats = _load_json(stats_file)
-        key = (int(match.group(1)), int(match.group(2))) if match else (-1, -1)
-        ok = stats is not None and stats.get("fingerprint") == fp and 0 <= key[0] < n_units
-        if ok:
-            part, numbered = S.part_files(out, *key), final(*key)
-            places = [part] if numbered is None else [part, numbered]
-            # The tar is renamed before the .idx, so either may be found at the shard name.
-            tar = next((f.tar for f in places if _has_size(f.tar, stats.get("filesize"))), None)
-            idx = next((f.dali for f in places if f.dali.is_file()), None)
-            ok = tar is not None and (not dali or idx is not None)
-            if ok and tar != part.tar:
-                # Renamed already: a file left at the part's name is not the committed one.
-                part.tar.unlink(missing_ok=True)
-        if ok:
-            candidates[key] = _checked_files(stats, tar, idx if dali else None)
-        else:
-            stats_file.unlink()
-    finals: dict[int, list[tuple[str, str]]] = {}
-    at_final = {files[0][0] for files in candidates.values()}
-    for stats_file in sorted((out / S.STATS_DIR).glob("*.json")):
-        stats = _load_json(stats_file)
-        tar = out / str((stats or {}).get("url", ""))
-        idx = tar.with_suffix(".idx")
-        mine = stats is not None and stats.get("fingerprint") == fp
-        whole = tar.is_file() and (not dali or idx.is_file())
-        if mine and whole and str(tar) not in at_final:
-            finals[int(stats["shard"])] = _checked_files(stats, tar, idx if dali else None)
-    items = [("part", u, j, *f) for (u, j), files in sorted(candidates.items()) for f in files]
-    items += [("final", g, 0, *f) for g, files in sorted(finals.items()) for f in files]
-    redo: set[int] = set()
-    for kind, a, b, path, _ in _changed_files(spark, items):
-        if kind == "part":
-            warn(JOB, f"part {Path(path).name} changed since it was committed; writing it again")
-            candidates.pop((a, b), None)
-            redo.add(a)
-            continue
-        # A numbered shard: its unit is the one whose shard numbers hold it.
-        unit = None if firsts is None else int(np.searchsorted(firsts, a, "right")) - 1
-        if unit is None or not 0 <= unit < n_units:
-            raise CorpusCleanError(
-                f"{Path(path).name} changed since it was written; rerun with --overwrite"
-            )
-        warn(JOB, f"{Path(path).name} changed since it was written; writing it again")
-        Path(path).unlink(missing_ok=True)
-        S.final_files(out, shard_cfg.prefix, a).stats.unlink(missing_ok=True)
-        finals.pop(a, None)
-        redo.add(unit)
-    done = set(markers)
-    for u in sorted(done - redo):
-        first = final(u, 0)
-        for j in range(int(markers[u]["parts"])):
-            if (u, j) not in candidates and (first is None or first.number + j not in finals):
-                warn(JOB, f"part {j} of unit {u} is missing or truncated; writing the unit again")
-                redo.add(u)
-                break
-    for u in sorted(redo & done):
-        done.discard(u)
-        S.unit_marker(out, u).unlink(missing_ok=True)
-    keep = {S.part_files(out, u, j).tar.stem for u, j in candidates}
-    for path in parts_dir.iterdir():
-        if path.stem not in keep and pattern.match(path.stem + ".json"):
-            path.unlink()
-    return done, set(candidates)
-
-
-def _checked_files(stats: dict[str, Any], tar: Path, idx: Path | None) -> list[tuple[str, str]]:
-    """The (path, sha256) pairs a resume checks for one shard: its tar, and its .idx."""
-    files = [(str(tar), str(stats.get("sha256")))]
-    if idx is not None:
-        files.append((str(idx), str(stats.get("dali_sha256"))))
-    return files
-
-
-def _has_size(path: Path, size: Any) -> bool:
-    try:
-        return path.stat().st_size == size
-    except OSError:
-        return False
-
-
-def _changed_files(spark: Any, items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The items (..., path, sha256) whose file no longer has that checksum, checked by Spark
-    tasks, since a resumed pack can be most of the output."""
-    if not items:
-        return []
-    checks = [(i, path, sha) for i, (*_, path, sha) in enumerate(items)]
-    slices = min(len(checks), max(1, spark.sparkContext.defaultParallelism * 2))
-    results = spark.sparkContext.parallelize(checks, slices).map(_check_committed).collect()
-    return [items[i] for i, good in results if not good]
-
-
-def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, int]:
-    """Number every unit's parts in unit order and rename them; returns (shards, docs).
-
-    Every step can be redone: a part's final stats file is written before its tar and then
-    its .idx are renamed, and its part stats go last, so a run that stopped half-way numbers
-    the rest on resume (`committed_parts` finds the parts already at their shard names).
-    """
-    markers = _unit_markers(out, fp, n_units)
-    missing = sorted(set(range(n_units)) - set(markers))
-    if missing:
-        raise CorpusCleanError(
-            f"{len(missing)} unit(s) of the pack have no marker after the write (first: unit "
-            f"{missing[0]}); rerun the same command to resume"
-        )
-    counts = [int(markers[u]["parts"]) for u in range(n_units)]
-    saved = _first_shards(out, fp, {}, n_units)
-    firsts = _starts(counts)
-    if saved is not None and saved != firsts:
-        raise CorpusCleanError(
-            "the units' part counts changed since numbering began; rerun with --overwrite"
-        )
-    tmp = out / S.TMP_DIR
-    # Saved before the first rename: from here on, resume maps parts to shard numbers by it.
-    payload = {"fingerprint": fp, "parts": counts}
-    S.write_text_atomic(_numbering_file(out), json.dumps(payload) + "\n", tmp)
-    for u in range(n_units):
-        for j in range(firsts[u + 1] - firsts[u]):
-            part, final = S.part_files(out, u, j), S.final_files(out, prefix, firsts[u] + j)
-            stats = _load_json(part.stats)
-            if stats is None:
-                continue  # numbered already; build_index checks its stats file
-            size = stats["filesize"]
-            if not _has_size(part.tar, size) and not _has_size(final.tar, size):
-                raise CorpusCleanError(
-                    f"part {part.tar.name} of the unfinished pack is missing; rerun the same "
-                    "command to write it again"
-                )
-            numbered = S.ShardStats(
-                final.number,
-                final.tar.name,
-                stats["nsamples"],
-                stats["ndocs"],
-                stats["filesize"],
-                stats["sha256"],
-                stats.get("dali_sha256"),
-            )
-            S.write_text_atomic(final.stats, numbered.to_json(fp), tmp)
-            if _has_size(part.tar, size):
-                os.replace(part.tar, final.tar)
-            else:
-                part.tar.unlink(missing_ok=True)
-            if part.dali.is_file():
-                os.replace(part.dali, final.dali)
-            part.stats.unlink()
-            hold("pack.number")
-    docs = sum(int(m["docs"]) for m in markers.values())
-    return firsts[-1], docs
-
-
 def _check_columns(schema: Any, config: PackConfig) -> None:
     import pyarrow as pa
 
@@ -910,9 +554,9 @@ def shuffle_tasks(source: CleanSource, target_bytes: int, parallelism: int) -> i
 def write_task_count(units: int, unit_bytes: int, parallelism: int) -> int:
     """Tasks the shuffled write spreads `units` hash ranges of `unit_bytes` in all over.
 
-    Consecutive units share a task: every Python task costs a fixed worker round trip
-    (bench/python_tasks.py: ~70 ms of a core here with corpusclean's zipimport fix, ~230 ms
-    without), while a task per unit would buy nothing once every core has two. Which task a
+    Consecutive units share a task: every Python task costs a fixed worker round trip (of a
+    core's time; bench/python_tasks.py measures it, with and without corpusclean's zipimport
+    fix), while a task per unit would buy nothing once every core has two. Which task a
     unit goes to changes no byte of the output.
     """
     return max(1, min(units, max(2 * parallelism, -(-unit_bytes // _TASK_BYTES))))
@@ -923,32 +567,7 @@ def build_index(
 ) -> dict[str, Any]:
     """Write index.json from the committed shards' stats files; fails if any shard is missing."""
     prefix = config.shard.prefix
-    entries = []
-    missing = []
-    for shard in range(n_shards):
-        try:
-            stats = json.loads((out / S.STATS_DIR / S.stats_name(prefix, shard)).read_text("utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            stats = {}
-        if stats.get("fingerprint") != fp:
-            missing.append(S.shard_name(prefix, shard))
-            continue
-        entry = {
-            "url": stats["url"],
-            "nsamples": stats["nsamples"],
-            "filesize": stats["filesize"],
-            "sha256": stats["sha256"],
-            "ndocs": stats["ndocs"],
-        }
-        if config.shard.dali_index:
-            entry["dali_index"] = S.dali_name(prefix, shard)
-            entry["dali_sha256"] = stats["dali_sha256"]
-        entries.append(entry)
-    if missing:
-        raise CorpusCleanError(
-            f"{len(missing)} shard(s) have no commit marker after the write "
-            f"({', '.join(missing[:3])}); rerun the same command to resume"
-        )
+    entries = pack_io.shard_entries(out, prefix, fp, n_shards, config.shard.dali_index)
     docs = sum(e["ndocs"] for e in entries)
     if docs != planned:
         raise CorpusCleanError(f"the shards hold {docs} docs but their units hold {planned}")
@@ -978,15 +597,7 @@ def build_index(
             "columns": config.columns.model_dump(mode="json"),
         },
     }
-    tmp = out / S.TMP_DIR
-    if tmp.is_dir():
-        for leftover in tmp.iterdir():
-            leftover.unlink()
-        tmp.rmdir()
-    # Written last and atomically: a folder with index.json is a finished pack.
-    S.write_text_atomic(out / INDEX, json.dumps(index, indent=2) + "\n")
-    # The unit markers of input order, kept until now so that a numbering cut short resumes.
-    shutil.rmtree(out / S.PARTS_DIR, ignore_errors=True)
+    pack_io.write_index(out, index)
     return index
 
 
@@ -1002,8 +613,8 @@ def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
     nsamples = ndocs = 0
     try:
         with open(path, "rb") as raw:
-            stream = S.HashingReader(raw)
-            for sample in S.read_samples(stream, url):
+            stream = HashingReader(raw)
+            for sample in read_samples(stream, url):
                 nsamples += 1
                 ndocs += sample["jsonl"].count(b"\n") if "jsonl" in sample else 1
             stream.drain()

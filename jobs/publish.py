@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from corpusclean.jobs import log
+from corpusclean.jobs.atomic import write_text_atomic
 from corpusclean.jobs.errors import InputError
 from corpusclean.jobs.runlock import RunLock, describe, owner_alive, owner_record
 from corpusclean.testhook import hold
@@ -229,9 +230,7 @@ class Publisher:
 
     def _write_owner(self, state: str) -> None:
         record = owner_record(self.job, self.run_id, state=state, staging=str(self.staging))
-        tmp = self.owner_file.with_name(f".{self.owner_file.name}.tmp")
-        tmp.write_text(json.dumps(record) + "\n", "utf-8")
-        os.replace(tmp, self.owner_file)
+        write_text_atomic(self.owner_file, json.dumps(record) + "\n")
 
     def _runs(self) -> dict[str, tuple[list[Path], dict[str, Any] | None]]:
         """Other runs in the staging area: run id -> (its paths, its owner record)."""

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from corpusclean.jobs.atomic import write_text_atomic
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write JSON through a temporary file and a rename, so a reader never sees half of it."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", "utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def write_reports(folder: Path, report: dict[str, Any]) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import corpusclean
 from corpusclean.jobs import log
+from corpusclean.jobs.atomic import replacing
 from corpusclean.jobs.errors import CorpusCleanError, InputError
 from corpusclean.jobs.masterstatus import preflight
 from corpusclean.jobs.runner import new_parser, run_job
@@ -97,14 +98,12 @@ def build_zip(dest: Path) -> Path:
     Entries are sorted and dated 1980-01-01, so the same package gives the same bytes.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+    with replacing(dest) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         for path, name in package_files():
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             zf.writestr(info, path.read_bytes())
-    os.replace(tmp, dest)
     return dest
 
 
@@ -147,22 +146,21 @@ def build_env_archive(dest: Path) -> Path:
     except ModuleNotFoundError as exc:
         raise CorpusCleanError("--env-archive needs venv-pack: pip install venv-pack") from exc
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp.tar.gz")
     jars = Path(sys.prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}")
     exclude = (jars / "site-packages" / "pyspark" / "jars" / "*").relative_to(sys.prefix)
-    try:
-        venv_pack.pack(
-            prefix=sys.prefix,
-            output=str(tmp),
-            format="tar.gz",
-            compress_level=1,  # the archive is rebuilt rarely but shipped often: speed wins
-            filters=[("exclude", str(exclude))],
-            force=True,
-        )
-    except Exception as exc:  # venv-pack's own errors (an editable install, a broken prefix)
-        tmp.unlink(missing_ok=True)
-        raise CorpusCleanError(f"cannot pack the environment {sys.prefix}: {exc}") from exc
-    os.replace(tmp, dest)
+    # The temporary name keeps the `.tar.gz` ending, by which venv-pack would infer the format.
+    with replacing(dest, suffix=".tar.gz") as tmp:
+        try:
+            venv_pack.pack(
+                prefix=sys.prefix,
+                output=str(tmp),
+                format="tar.gz",
+                compress_level=1,  # the archive is rebuilt rarely but shipped often: speed wins
+                filters=[("exclude", str(exclude))],
+                force=True,
+            )
+        except Exception as exc:  # venv-pack's own errors (an editable install, a broken prefix)
+            raise CorpusCleanError(f"cannot pack the environment {sys.prefix}: {exc}") from exc
     return dest
 
 

@@ -2,10 +2,10 @@
 
 `webdataset` reads shards through `tarfile`, which builds a `TarInfo` object per member and
 reads each payload through a file-like wrapper. This reader parses the 512-byte headers itself
-out of large reads into one reused buffer and copies each payload out once. On shards of 2 KB
-documents as `corpusclean pack` writes them (a `txt` and a `json` member each) it read 159k
-docs/s on one core where webdataset read 19k (page cache warm; `corpusclean bench` measures
-both on any shard set), so a loader process is bounded by storage rather than by parsing.
+out of large reads into one reused buffer and copies each payload out once. On shards of small
+documents as `corpusclean pack` writes them (a `txt` and a `json` member each) it reads
+several times the docs/s of webdataset on one core (`corpusclean bench` measures both on any
+shard set), so a loader process is bounded by storage rather than by parsing.
 
 It understands what tar writers put into shards: POSIX ustar (with the 155-byte name prefix),
 GNU long names (`L` members), PAX extended headers (`path` and `size` records) and GNU
@@ -103,8 +103,9 @@ class _Window:
     """A reused read buffer over a stream, compacted and refilled in place.
 
     Reading into one buffer instead of allocating a fresh `bytes` per chunk and joining it to
-    the remainder made the reader 2x faster on 2 KB members and 5x on 128 KB ones: each new
-    multi-megabyte object costs a page fault per 4 KiB and a second copy.
+    the remainder makes the reader several times faster, the more so the larger the members
+    (`corpusclean bench` measures the reader): each new multi-megabyte object costs a page
+    fault per 4 KiB and a second copy.
     """
 
     def __init__(self, stream: IO[bytes], chunk_size: int) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from corpusclean.jobs.errors import CorpusCleanError
+from corpusclean.errors import CorpusCleanError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -19,7 +19,8 @@ Python runs in the hot path. A batch goes through four vectorised steps:
    m * k. Measured (bench/minhash_kernel.py, 128 slots): unbiased, and its standard error is
    at or below k-permutation MinHash's for 10..2000 shingles, where one-permutation hashing
    with optimal densification is 5-20% worse below 128 shingles. End to end (tokenising
-   included, one core) about 2x the docs/s of chunked k-perm MinHash, on par with OPH.
+   included) it outruns chunked k-perm MinHash and keeps up with OPH (bench/minhash_kernel.py
+   measures the docs/s of all three).
 4. LSH band keys: one 64-bit hash of each band's slots, band index mixed in.
 
 Values depend only on the document and the seed (constants come from splitmix64, not numpy's
@@ -39,6 +40,8 @@ from functools import cache
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from corpusclean.pipelines.arrowbuf import value_buffers
 
 EMPTY = np.uint32(0xFFFFFFFF)
 """Signature value of a slot with no shingle: every slot of a document with no shingle."""
@@ -185,8 +188,9 @@ def _is_word_cp(cp: int) -> bool:
 
 @cache
 def _bmp_classes() -> np.ndarray:
-    """Class bits of every code point below U+10000 (built once per process, ~30 ms), so a
-    batch classifies its characters with one table lookup instead of sorting them."""
+    """Class bits of every code point below U+10000 (built once per process: 65,536
+    `unicodedata` lookups), so a batch classifies its characters with one table lookup
+    instead of sorting them."""
     table = np.fromiter((_is_word_cp(c) for c in range(0x10000)), dtype=np.uint8, count=0x10000)
     table[np.array(_SPACE_CPS)] |= _SPACE
     for lo, hi in _CJK_BMP:
@@ -232,14 +236,10 @@ def _as_text_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _flat_buffer(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(bytes padded with 8 zeros, int64 document offsets into them) of a string array."""
-    off_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    raw = np.frombuffer(arr.buffers()[1], off_type)[arr.offset : arr.offset + len(arr) + 1]
-    offs = raw.astype(np.int64)
-    lo, hi = int(offs[0]), int(offs[-1])
-    buf = np.zeros(hi - lo + 8, dtype=np.uint8)
-    if hi > lo:
-        buf[: hi - lo] = np.frombuffer(arr.buffers()[2], np.uint8)[lo:hi]
-    return buf, offs - lo
+    offs, data = value_buffers(arr, relative=True)
+    buf = np.zeros(len(data) + 8, dtype=np.uint8)
+    buf[: len(data)] = data
+    return buf, offs
 
 
 def _decode_leads(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -545,9 +545,7 @@ def _chunks(texts: pa.Array) -> list[tuple[int, int]]:
     n = len(texts)
     if n == 0:
         return []
-    off_type = np.int64 if pa.types.is_large_string(texts.type) else np.int32
-    raw = np.frombuffer(texts.buffers()[1], off_type)
-    offs = raw[texts.offset : texts.offset + n + 1].astype(np.int64)
+    offs, _ = value_buffers(texts)
     cuts = np.searchsorted(
         offs, offs[0] + np.arange(_CHUNK_BYTES, offs[-1] - offs[0], _CHUNK_BYTES)
     )

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import webdataset as wds
 
-from corpusclean.jobs import bench_loader, storage
-from corpusclean.pipelines import throughput
+from corpusclean.jobs import bench_loader, storage, throughput
 
 # Small settings: one run each, few reads and files, so a whole bench takes a second or two.
 FAST = [

@@ -18,6 +18,7 @@ import pytest
 import webdataset as wds
 
 from corpusclean.jobs import pack as pack_job
+from corpusclean.jobs import pack_io as W
 from corpusclean.jobs.pack import main
 from corpusclean.pipelines import shards as S
 
@@ -190,7 +191,7 @@ def test_input_order_writes_each_file_in_one_task(
     direct = tmp_path / "direct"
     assert pack(corpus[0], direct, "shard.shuffle=false") == 0
     assert "one task per file" in capsys.readouterr().err
-    assert not (direct / S.PARTS_DIR).exists()
+    assert not (direct / W.PARTS_DIR).exists()
     again = tmp_path / "again"
     assert pack(corpus[0], again, "shard.shuffle=false") == 0
     index = read_index(direct)
@@ -263,19 +264,19 @@ def test_resume_after_a_crash_in_writing_or_numbering(
         m.setattr(pack_job, "number_parts", crash)
         with pytest.raises(RuntimeError):
             pack_job.pack(str(corpus[0]), str(out), config)
-    parts = out / S.PARTS_DIR
+    parts = out / W.PARTS_DIR
     # then: unit 1 as if its task had been killed after its first part, a corrupted part of
     # unit 0, and a task's partial temporary file
-    S.unit_marker(out, 1).unlink()
+    W.unit_marker(out, 1).unlink()
     for stats in sorted(parts.glob("u000001-*.json"))[1:]:
         stats.unlink()
-    victim = S.part_files(out, 0, 1).tar
+    victim = W.part_files(out, 0, 1).tar
     data = bytearray(victim.read_bytes())
     data[700] ^= 1
     victim.write_bytes(bytes(data))
-    (out / S.TMP_DIR / "u000001-000003.tar.t9.part").write_bytes(b"partial")
-    kept = S.part_files(out, 1, 0).tar.stat()
-    unit_0_parts = json.loads(S.unit_marker(out, 0).read_text())["parts"]
+    (out / W.TMP_DIR / "u000001-000003.tar.t9.part").write_bytes(b"partial")
+    kept = W.part_files(out, 1, 0).tar.stat()
+    unit_0_parts = json.loads(W.unit_marker(out, 0).read_text())["parts"]
     capsys.readouterr()
     assert pack(corpus[0], out, mode) == 0
     err = capsys.readouterr().err
@@ -336,7 +337,7 @@ def test_resume_repairs_what_a_crash_left_behind(
         m.setattr(pack_job, "number_parts", crash)
         with pytest.raises(RuntimeError):
             pack_job.pack(str(corpus[0]), str(out), config)
-    truncated, lost = S.part_files(out, 0, 1).tar, S.part_files(out, 2, 0).tar
+    truncated, lost = W.part_files(out, 0, 1).tar, W.part_files(out, 2, 0).tar
     truncated.write_bytes(truncated.read_bytes()[: -S.RECORD])
     lost.unlink()
     # and what a driver killed while writing index.json leaves
@@ -354,7 +355,7 @@ def test_resume_repairs_what_a_crash_left_behind(
         m.setattr(pack_job, "number_parts", crash)
         with pytest.raises(RuntimeError):
             pack_job.pack(str(corpus[0]), str(idx), config)
-    victim = S.part_files(idx, 1, 0).dali
+    victim = W.part_files(idx, 1, 0).dali
     victim.write_text(victim.read_text()[:40])
     capsys.readouterr()
     assert pack(corpus[0], idx, *sets) == 0
@@ -371,7 +372,7 @@ def test_resume_repairs_what_a_crash_left_behind(
     unit_of = _units_of_shards(cut)
     # then: junk where the last shard's part was (it is renamed already), the .idx of unit 1's
     # first shard lost, and a shard of unit 0 changed
-    pending = S.part_files(cut, 2, unit_of.count(2) - 1).tar
+    pending = W.part_files(cut, 2, unit_of.count(2) - 1).tar
     assert unit_of[last] == 2 and not pending.exists()
     pending.write_bytes(b"junk")
     (cut / f"shard-{unit_of.index(1):06d}.idx").unlink()
@@ -389,7 +390,7 @@ def test_resume_repairs_what_a_crash_left_behind(
     with _numbering_killed(monkeypatch, lambda dst: dst.endswith("-000002.idx")):
         pack_job.pack(str(corpus[0]), str(failed), config)
     unit_of = _units_of_shards(failed)
-    S.unit_marker(failed, 2).unlink()
+    W.unit_marker(failed, 2).unlink()
     _flip_a_byte(failed / "shard-000000.tar")
     capsys.readouterr()
     assert pack(corpus[0], failed, *sets) == 0
@@ -400,7 +401,7 @@ def test_resume_repairs_what_a_crash_left_behind(
 
 def _units_of_shards(out: Path) -> list[int]:
     """The unit of each shard number, from the part counts saved when numbering began."""
-    counts = json.loads((out / S.PARTS_DIR / "numbering.json").read_text())["parts"]
+    counts = json.loads((out / W.PARTS_DIR / "numbering.json").read_text())["parts"]
     return [u for u, n in enumerate(counts) for _ in range(n)]
 
 
