@@ -612,7 +612,7 @@ def run_suite(
             if check.frame == "docs":
                 # Persisted: the checks run several Spark jobs over it, and without it each
                 # would read the text and run the hash UDF again (3 times on clean_docs;
-                # 221k docs: 27.6 s audit persisted, 34.8 s not).
+                # bench/clean.py reports the audit's seconds).
                 frames["docs"] = docs_frame(
                     df, id_column, text_column, duplicates=duplicates, derived=derived
                 ).persist(StorageLevel.MEMORY_AND_DISK)

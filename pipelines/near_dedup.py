@@ -28,6 +28,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from corpusclean.pipelines.arrowbuf import value_buffers
 from corpusclean.pipelines.base import (
     Dedup,
     KeepRule,
@@ -70,8 +71,8 @@ def build_star_edges(band_rows: DataFrame, max_bucket: int = 0) -> DataFrame:
     One shuffle: the band rows are partitioned by bucket, and each bucket's size and hub are
     window aggregates over it. Aggregating buckets with map-side combining and joining the
     result back to the band rows reads and shuffles the band rows twice, and the combine
-    saves little, since most buckets hold one document (221k docs x 16 bands: 17.5 s for
-    candidates and estimates with this plan, 20.6 s with that one).
+    saves little, since most buckets hold one document (bench/near_dedup.py measures the
+    stage's candidate and estimate seconds).
     """
     bucket = Window.partitionBy("band", "key")
     sized = band_rows.select(
@@ -91,11 +92,7 @@ def build_star_edges(band_rows: DataFrame, max_bucket: int = 0) -> DataFrame:
 
 def signature_matrix(arr: pa.Array) -> np.ndarray:
     """A binary column of fixed-width signatures as an (n, num_perm) uint32 view, no copy."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
-    offsets = np.frombuffer(arr.buffers()[1], off_type)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(arr.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+    _, data = value_buffers(arr, relative=True)
     return data.view("<u4").reshape(len(arr), -1)
 
 

@@ -4,13 +4,11 @@ PySpark's worker calls `importlib.invalidate_caches()` before every task
 (`pyspark.worker_util.setup_spark_files`). Before Python 3.12 that makes every `zipimporter`
 re-read its archive's whole directory in pure Python (CPython gh-103200), and a worker holds
 one zipimporter per package it imported from `pyspark.zip` (1,328 files), py4j's zip and any
-`--py-files` zip. Measured here on Python 3.11 and pyspark 4.1: a median 180-245 ms between two
-tasks on one reused worker, so 48 empty `mapInArrow` tasks took 4.6 s where the same tasks
-without Python took 0.34 s.
+`--py-files` zip, so every Python task pays a fixed start-up delay that dwarfs a small task.
 
 The replacement re-reads an archive only when its size or modification time changed, which is
 the case invalidation exists for; the first call on each importer still reads it once.
-`bench/python_tasks.py` shows the difference (48 empty tasks: 5.5 s stock, 1.6 s with it).
+`bench/python_tasks.py` measures the per-task cost with and without it.
 """
 
 from __future__ import annotations
