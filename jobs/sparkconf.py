@@ -9,8 +9,9 @@ key's type is known.
 The known keys come from the installed Spark itself: every `spark.*` string constant in the
 classes of its config packages (ConfigBuilder and SQLConf entries are such constants), read from
 the jars that ship with pyspark (once per process, before the JVM starts), so the list always
-matches the Spark that will run. Settings whose names are built at run time (`spark.hadoop.*`, `spark.executorEnv.*`, catalog
-and resource settings) and those of common plugins are accepted by prefix.
+matches the Spark that will run. Settings whose names are built at run time (`spark.hadoop.*`,
+`spark.executorEnv.*`, catalog and resource settings) and those of common plugins are accepted
+by prefix.
 """
 
 from __future__ import annotations
