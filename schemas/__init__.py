@@ -1,4 +1,6 @@
-"""Data contracts: Spark schemas of every table corpusclean reads or writes.
+"""Data contracts: the raw-docs columns `clean` requires (checked by `check_schema` in
+jobs/clean.py) and the duplicates table's schema (written by clean, read by check and the
+audit).
 
 The Great Expectations suites that check the same contracts at run time are the JSON files
 beside this module.
@@ -9,7 +11,6 @@ from __future__ import annotations
 from pyspark.sql.types import (
     BooleanType,
     DataType,
-    LongType,
     StringType,
     StructField,
     StructType,
@@ -30,25 +31,8 @@ DUPLICATES = StructType(
     [
         StructField("doc_id", StringType(), nullable=False),
         StructField("cluster_id", StringType(), nullable=False),
-        StructField("stage", StringType(), nullable=False),  # doc_id | exact | near
+        StructField("stage", StringType(), nullable=False),  # the dedup stage's name
         StructField("kept", BooleanType(), nullable=False),
-    ]
-)
-
-# rejected/ holds the input's columns plus these two.
-REJECTED_EXTRA = StructType(
-    [
-        StructField("reject_reason", StringType(), nullable=False),
-        StructField("reject_stage", StringType(), nullable=False),
-    ]
-)
-
-SHARD_INDEX_ENTRY = StructType(
-    [
-        StructField("url", StringType(), nullable=False),
-        StructField("nsamples", LongType(), nullable=False),
-        StructField("filesize", LongType(), nullable=False),
-        StructField("sha256", StringType(), nullable=False),
     ]
 )
 
@@ -60,10 +44,11 @@ def missing_required(schema: StructType, required: StructType) -> list[str]:
 
 
 def wrong_types(schema: StructType, required: StructType) -> list[tuple[str, DataType, DataType]]:
-    """(column, found, expected) for required columns present with another type."""
+    """(column, found, expected) for required columns present with another type (by kind:
+    a collated string is a string)."""
     found = {f.name: f.dataType for f in schema.fields}
     return [
         (f.name, found[f.name], f.dataType)
         for f in required.fields
-        if f.name in found and found[f.name] != f.dataType
+        if f.name in found and not isinstance(found[f.name], type(f.dataType))
     ]
