@@ -102,25 +102,81 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The human report of a clean run."""
-    gate = report.get("gate", {})
-    passed = gate.get("passed")
-    audit = report.get("audit") or {}
-    verdict = "PUBLISHED" if passed and audit.get("passed", True) else "REJECTED"
+def _funnel(report: dict[str, Any]) -> list[str]:
+    """The funnel chart and table, and the removed-by-stage chart."""
     stages = report.get("stages", [])
     removed = report.get("removed", {})
-    # The funnel: what was read, then what each stage of the run left (the stage names come
-    # from the run's own `removed`, so a registered stage shows without a change here).
+    # What was read, then what each stage of the run left (the stage names come from the
+    # run's own `removed`, so a registered stage shows without a change here).
     funnel_names = {"read", *removed}
     funnel = [
         (s["name"], float(s["rows_out"] or 0), "#2e86c1")
         for s in stages
         if s.get("rows_out") is not None and s["name"] in funnel_names
     ]
-    near = report.get("near_dedup") or {}
+    return [
+        "<h2>Funnel</h2>",
+        _bar_chart(funnel),
+        _table(
+            ["stage", "rows in", "rows out", "seconds", "note"],
+            [
+                [s["name"], s.get("rows_in"), s.get("rows_out"), s.get("seconds"), s.get("note")]
+                for s in stages
+            ],
+        ),
+        "<h2>Removed by stage</h2>",
+        _bar_chart([(k, float(v), "#c0392b") for k, v in removed.items()]),
+    ]
+
+
+def _columns(report: dict[str, Any]) -> list[str]:
+    """Rejected-by-reason, and the missing-value chart and table."""
     cfg = report.get("config", {})
     threshold = float(cfg.get("missing", {}).get("review_threshold", 0.3))
+    return [
+        "<h2>Rejected by rule</h2>",
+        _table(["reason", "rows"], [[k, v] for k, v in report.get("rejected", {}).items()]),
+        "<h2>Missing values</h2>",
+        _rate_chart(report.get("columns", {}), threshold),
+        _table(
+            ["column", "type", "null rate", "blank rate", "flagged"],
+            [
+                [k, c.get("type"), c.get("null_rate"), c.get("empty_rate"), c.get("flagged")]
+                for k, c in report.get("columns", {}).items()
+            ],
+        ),
+    ]
+
+
+def _audit_table(audit: dict[str, Any]) -> list[str]:
+    if not audit.get("checks"):
+        return []
+    return [
+        "<h2>Audit</h2>",
+        _table(
+            ["check", "column", "severity", "observed", "result"],
+            [
+                [
+                    c.get("name"),
+                    c.get("column"),
+                    c.get("severity"),
+                    c.get("observed"),
+                    "pass" if c.get("success") else "FAIL",
+                ]
+                for c in audit["checks"]
+            ],
+        ),
+    ]
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The human report of a clean run."""
+    gate = report.get("gate", {})
+    passed = gate.get("passed")
+    audit = report.get("audit") or {}
+    verdict = "PUBLISHED" if passed and audit.get("passed", True) else "REJECTED"
+    near = report.get("near_dedup") or {}
+    cfg = report.get("config", {})
     near_rows = [[k, v] for k, v in near.items() if not isinstance(v, dict | list)]
     sections = [
         f"<h1>corpusclean clean <span class='{verdict.lower()}'>{verdict}</span></h1>",
@@ -137,48 +193,12 @@ def render_html(report: dict[str, Any]) -> str:
                 ]
             ],
         ),
-        "<h2>Funnel</h2>",
-        _bar_chart(funnel),
-        _table(
-            ["stage", "rows in", "rows out", "seconds", "note"],
-            [
-                [s["name"], s.get("rows_in"), s.get("rows_out"), s.get("seconds"), s.get("note")]
-                for s in stages
-            ],
-        ),
-        "<h2>Removed by stage</h2>",
-        _bar_chart([(k, float(v), "#c0392b") for k, v in removed.items()]),
-        "<h2>Rejected by rule</h2>",
-        _table(["reason", "rows"], [[k, v] for k, v in report.get("rejected", {}).items()]),
-        "<h2>Missing values</h2>",
-        _rate_chart(report.get("columns", {}), threshold),
-        _table(
-            ["column", "type", "null rate", "blank rate", "flagged"],
-            [
-                [k, c.get("type"), c.get("null_rate"), c.get("empty_rate"), c.get("flagged")]
-                for k, c in report.get("columns", {}).items()
-            ],
-        ),
+        *_funnel(report),
+        *_columns(report),
         "<h2>Near-dedup</h2>",
         _table(["figure", "value"], near_rows),
+        *_audit_table(audit),
     ]
-    if audit.get("checks"):
-        sections += [
-            "<h2>Audit</h2>",
-            _table(
-                ["check", "column", "severity", "observed", "result"],
-                [
-                    [
-                        c.get("name"),
-                        c.get("column"),
-                        c.get("severity"),
-                        c.get("observed"),
-                        "pass" if c.get("success") else "FAIL",
-                    ]
-                    for c in audit["checks"]
-                ],
-            ),
-        ]
     sections += ["<h2>Config</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]
     style = (
         "body{font-family:system-ui,sans-serif;margin:2em;max-width:60em;color:#222}"
