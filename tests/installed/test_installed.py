@@ -32,7 +32,13 @@ def test_the_wheel_holds_every_module_of_the_checkout(installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     expected = {f"corpusclean/{p.name}" for p in (CHECKOUT / "src/corpusclean").glob("*.py")}
     for sub in ("jobs", "pipelines", "schemas", "conf"):
-        expected |= {f"corpusclean/{sub}/{p.name}" for p in (CHECKOUT / sub).glob("*.py")}
+        # Subpackages too (pipelines/filters/): a folder missing from pyproject's package list
+        # is missing from the wheel, and every step module in it with it.
+        expected |= {
+            f"corpusclean/{p.relative_to(CHECKOUT).as_posix()}"
+            for p in (CHECKOUT / sub).rglob("*.py")
+            if "__pycache__" not in p.parts
+        }
     expected |= {"corpusclean/conf/default.yaml", "corpusclean/conf/spark/cluster.properties"}
     assert expected <= names, sorted(expected - names)
 
@@ -52,6 +58,14 @@ def test_the_demo_runs_from_outside_the_checkout(installed, tmp_path: Path) -> N
         text=True,
     )
     assert version.returncode == 0 and version.stdout.strip()
+
+
+def test_the_installed_registry_knows_every_shipped_stage(installed, tmp_path: Path) -> None:
+    work = _outside(tmp_path)
+    stages = "stages=[rules, max_line_length, doc_id, exact, near]"
+    proc = installed.run("clean", "--print-config", "--set", stages, cwd=work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "max_line_length:" in proc.stdout and "max_chars: 10000" in proc.stdout
 
 
 def test_the_submit_zip_imports_every_module_on_its_own(installed, tmp_path: Path) -> None:
