@@ -714,19 +714,20 @@ def _fmt(value: Any, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
-def render_table(report: dict[str, Any]) -> str:
-    """The report as a fixed-width table for the terminal."""
-    rows: list[tuple[str, str, str, str]] = []
-    m = report.get("measurements", {})
+_Row = tuple[str, str, str, str]  # measurement, cold, warm, spread
+
+
+def _storage_rows(m: dict[str, Any]) -> list[_Row]:
+    """Rows of the raw device measurements: sequential MB/s, random IOPS and latency."""
     seq = m.get("sequential", {})
-    rows.append(
+    rows: list[_Row] = [
         (
             "sequential read MB/s",
             _fmt(seq.get("cold_mb_s", {}).get("median"), 1),
             _fmt(seq.get("warm_mb_s", {}).get("median"), 1),
             _spread(seq.get("cold_mb_s"), seq.get("warm_mb_s")),
         )
-    )
+    ]
     for key, v in (m.get("random") or {}).items():
         if key.startswith("threads_"):
             n = key.split("_", 1)[1]
@@ -746,35 +747,39 @@ def render_table(report: dict[str, Any]) -> str:
                     "",
                 )
             )
-    for name, r in report.get("readers", {}).items():
-        label = name + (f" ({r['workers']} workers)" if r.get("workers") else "")
-        rows.append(
-            (
-                f"{label} docs/s",
-                _fmt(r["cold"]["docs_s"]["median"]),
-                _fmt(r["warm"]["docs_s"]["median"]),
-                _spread(r["cold"]["docs_s"], r["warm"]["docs_s"]),
-            )
-        )
-        rows.append(
-            (
-                "  text MB/s | tar MB/s",
-                f"{_fmt(r['cold']['text_mb_s']['median'], 1)} | "
-                f"{_fmt(r['cold']['file_mb_s']['median'], 1)}",
-                f"{_fmt(r['warm']['text_mb_s']['median'], 1)} | "
-                f"{_fmt(r['warm']['file_mb_s']['median'], 1)}",
-                "",
-            )
-        )
-        rows.append(
-            (
-                "  first sample ms",
-                _fmt(_ms(r["cold"]["first_sample_s"]["median"]), 2),
-                _fmt(_ms(r["warm"]["first_sample_s"]["median"]), 2),
-                "",
-            )
-        )
-    small = m.get("small_files")
+    return rows
+
+
+def _reader_rows(name: str, r: dict[str, Any]) -> list[_Row]:
+    """Rows of one loader: docs/s, text and tar MB/s, and time to the first sample."""
+    label = name + (f" ({r['workers']} workers)" if r.get("workers") else "")
+    cold, warm = r["cold"], r["warm"]
+    return [
+        (
+            f"{label} docs/s",
+            _fmt(cold["docs_s"]["median"]),
+            _fmt(warm["docs_s"]["median"]),
+            _spread(cold["docs_s"], warm["docs_s"]),
+        ),
+        (
+            "  text MB/s | tar MB/s",
+            f"{_fmt(cold['text_mb_s']['median'], 1)} | {_fmt(cold['file_mb_s']['median'], 1)}",
+            f"{_fmt(warm['text_mb_s']['median'], 1)} | {_fmt(warm['file_mb_s']['median'], 1)}",
+            "",
+        ),
+        (
+            "  first sample ms",
+            _fmt(_ms(cold["first_sample_s"]["median"]), 2),
+            _fmt(_ms(warm["first_sample_s"]["median"]), 2),
+            "",
+        ),
+    ]
+
+
+def _layout_rows(report: dict[str, Any]) -> list[_Row]:
+    """Rows of the other layouts: one file per document, and GDS reads into GPU memory."""
+    rows: list[_Row] = []
+    small = report.get("measurements", {}).get("small_files")
     if small:
         rows.append(
             (
@@ -796,7 +801,12 @@ def render_table(report: dict[str, Any]) -> str:
         )
     else:
         rows.append(("GDS", "not available", "", ""))
-    head = ("measurement", "cold", "warm", "spread")
+    return rows
+
+
+def _table_lines(rows: Sequence[_Row]) -> list[str]:
+    """The rows under a header, in columns sized to fit: names left, figures right."""
+    head: _Row = ("measurement", "cold", "warm", "spread")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
 
     def line(cells: Sequence[str]) -> str:
@@ -805,28 +815,39 @@ def render_table(report: dict[str, Any]) -> str:
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
-    lines = [line(head), "  ".join("-" * w for w in widths)]
-    lines += [line(r) for r in rows]
+    return [line(head), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
+def _summary_lines(report: dict[str, Any]) -> list[str]:
+    """The lines under the table: tokens, the run's needed rate, goals and GDS's reason."""
     plan = report.get("consumption", {})
-    lines.append("")
-    lines.append(
-        f"bytes/token {report.get('bytes_per_token')} ({report.get('bytes_per_token_source')})"
-    )
-    lines.append(
+    lines = [
+        "",
+        f"bytes/token {report.get('bytes_per_token')} ({report.get('bytes_per_token_source')})",
         f"run needs {throughput.format_rate(report.get('required_bytes_s') or 0)} "
         f"({_fmt(plan.get('tokens_s'))} tokens/s; "
         f"{throughput.format_rate(plan.get('required_bytes_s_per_node') or 0)} per node of "
         f"{plan.get('gpus_per_node')}); best cold loader "
         f"{throughput.format_rate(report.get('loader_bytes_s') or 0)} "
-        f"({report.get('loader_mb_s', {}).get('reader')})"
-    )
+        f"({report.get('loader_mb_s', {}).get('reader')})",
+    ]
     for name, goal in (report.get("goals") or {}).items():
         if isinstance(goal, dict):
             state = "met" if goal["met"] else "NOT met"
             lines.append(f"goal {name}: {goal['ratio']} (target {goal['target']}) {state}")
+    gds = report.get("gds") or {}
     if not gds.get("available"):
         lines.append(f"GDS: {gds.get('reason')}")
-    return "\n".join(lines)
+    return lines
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """The report as a fixed-width table for the terminal."""
+    rows = _storage_rows(report.get("measurements", {}))
+    for name, r in report.get("readers", {}).items():
+        rows += _reader_rows(name, r)
+    rows += _layout_rows(report)
+    return "\n".join(_table_lines(rows) + _summary_lines(report))
 
 
 def _ms(seconds: float | None) -> float | None:

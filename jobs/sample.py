@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -123,15 +124,64 @@ def _substitution_rate(jaccard: np.ndarray, ngram: int = NEAR_NGRAM) -> np.ndarr
     return 1 - survive ** (1 / ngram)
 
 
-def _chunk(
-    chunk_index: int, n: int, seed: int, first_id: int, mix: Mix, vocab, hanzi
-) -> tuple[pa.Table, pa.Table]:
-    rng = np.random.default_rng([seed, chunk_index])
-    words, word_cdf = vocab
-    chars, char_cdf = hanzi
-    n_words = len(words)
-    tokens = pa.concat_arrays([words, chars])
+class _Counts(NamedTuple):
+    """Rows of each kind in one chunk."""
 
+    orig: int
+    docid: int
+    exact: int
+    near: int
+    junk: int
+
+
+@dataclass(frozen=True)
+class _Lexicon:
+    """Both token sets of the corpus, concatenated for one `take` (Chinese after the words)."""
+
+    words: pa.Array
+    word_cdf: np.ndarray
+    char_cdf: np.ndarray
+    tokens: pa.Array
+
+    @classmethod
+    def of(cls, vocab: tuple[pa.Array, np.ndarray], hanzi: tuple[pa.Array, np.ndarray]) -> _Lexicon:
+        """The lexicon of `_vocabulary` and `_hanzi` results."""
+        words, word_cdf = vocab
+        chars, char_cdf = hanzi
+        return cls(words, word_cdf, char_cdf, pa.concat_arrays([words, chars]))
+
+    def join(self, ids: np.ndarray, offs: np.ndarray, zh_doc: np.ndarray) -> pa.Array:
+        """Documents from flat token ids and their document offsets."""
+        # One join for both scripts: Chinese tokens index the characters after the words and
+        # join with no separator, English ones with a space.
+        doc = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
+        shifted = np.where(zh_doc[doc], ids + len(self.words), ids)
+        values = self.tokens.take(pa.array(shifted))
+        lists = pa.ListArray.from_arrays(pa.array(offs, pa.int32()), values)
+        return pc.binary_join(lists, pa.array(np.where(zh_doc, "", " ").tolist(), pa.string()))
+
+
+@dataclass(frozen=True)
+class _Originals:
+    """Token ids of every original document, flat, with document offsets."""
+
+    tok_ids: np.ndarray
+    offsets: np.ndarray
+    n_tok: np.ndarray
+    is_zh: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Copies:
+    """Injected copies of originals: their source rows and texts (and near-dup targets)."""
+
+    src: np.ndarray
+    text: pa.Array
+    level: np.ndarray | None = None
+
+
+def _counts(n: int, mix: Mix) -> _Counts:
+    """How many of the `n` rows are each kind; raises when no originals are left."""
     n_junk = round(n * mix.junk)
     n_docid = round(n * mix.doc_id_dup)
     n_exact = round(n * mix.exact_dup)
@@ -139,7 +189,11 @@ def _chunk(
     n_orig = n - n_junk - n_docid - n_exact - n_near
     if n_orig <= 0:
         raise InputError("--docs is too small for the sample's mix; ask for at least 100")
+    return _Counts(n_orig, n_docid, n_exact, n_near, n_junk)
 
+
+def _originals(rng: np.random.Generator, n_orig: int, mix: Mix, lex: _Lexicon) -> _Originals:
+    """Scripts, long-tailed lengths and token ids of the original documents."""
     is_zh = rng.random(n_orig) < mix.chinese
     # ~9.5 characters per pseudo-English word with its space; Chinese counts characters directly.
     n_tok = np.where(
@@ -148,49 +202,44 @@ def _chunk(
         _lengths(rng, n_orig, 1_300) / 9.5,
     ).astype(np.int64)
     n_tok = np.maximum(n_tok, np.where(is_zh, 200, 34))
-
-    # Token ids of every original, flat, with document offsets.
     offsets = np.zeros(n_orig + 1, dtype=np.int64)
     np.cumsum(n_tok, out=offsets[1:])
     total = int(offsets[-1])
     doc_of_tok = np.repeat(np.arange(n_orig), n_tok)
     tok_zh = is_zh[doc_of_tok]
-    tok_ids = np.where(tok_zh, _draw(rng, char_cdf, total), _draw(rng, word_cdf, total)).astype(
-        np.int32
-    )
+    tok_ids = np.where(
+        tok_zh, _draw(rng, lex.char_cdf, total), _draw(rng, lex.word_cdf, total)
+    ).astype(np.int32)
+    return _Originals(tok_ids, offsets, n_tok, is_zh)
 
-    # Near-duplicates: copies of chosen originals with substitutions at the target rate.
+
+def _near_copies(rng: np.random.Generator, orig: _Originals, n_near: int, lex: _Lexicon) -> _Copies:
+    """Copies of chosen originals with token substitutions at the target Jaccard rate."""
+    n_orig = len(orig.n_tok)
     near_src = rng.choice(n_orig, size=n_near, replace=n_near > n_orig)
     near_level = NEAR_LEVELS[rng.integers(0, len(NEAR_LEVELS), n_near)]
-    near_len = n_tok[near_src]
+    near_len = orig.n_tok[near_src]
     near_off = np.zeros(n_near + 1, dtype=np.int64)
     np.cumsum(near_len, out=near_off[1:])
+    # concatenate copies, so the substitutions below leave the originals alone.
     near_ids = np.concatenate(
-        [tok_ids[offsets[s] : offsets[s + 1]] for s in near_src]
+        [orig.tok_ids[orig.offsets[s] : orig.offsets[s + 1]] for s in near_src]
         if n_near
         else [np.empty(0, np.int32)]
     )
     near_doc = np.repeat(np.arange(n_near), near_len)
-    near_zh = is_zh[near_src][near_doc]
+    near_zh = orig.is_zh[near_src][near_doc]
     p_sub = _substitution_rate(near_level)[near_doc]
     hit = rng.random(len(near_ids)) < p_sub
     zh_hit, en_hit = hit & near_zh, hit & ~near_zh
-    near_ids[zh_hit] = _draw(rng, char_cdf, int(zh_hit.sum()))
-    near_ids[en_hit] = _draw(rng, word_cdf, int(en_hit.sum()))
+    near_ids[zh_hit] = _draw(rng, lex.char_cdf, int(zh_hit.sum()))
+    near_ids[en_hit] = _draw(rng, lex.word_cdf, int(en_hit.sum()))
+    return _Copies(near_src, lex.join(near_ids, near_off, orig.is_zh[near_src]), near_level)
 
-    def build(ids: np.ndarray, offs: np.ndarray, zh_doc: np.ndarray) -> pa.Array:
-        # One join for both scripts: Chinese tokens index the characters after the words and
-        # join with no separator, English ones with a space.
-        doc = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
-        shifted = np.where(zh_doc[doc], ids + n_words, ids)
-        values = tokens.take(pa.array(shifted))
-        lists = pa.ListArray.from_arrays(pa.array(offs, pa.int32()), values)
-        return pc.binary_join(lists, pa.array(np.where(zh_doc, "", " ").tolist(), pa.string()))
 
-    orig_text = build(tok_ids, offsets, is_zh)
-    near_text = build(near_ids, near_off, is_zh[near_src])
-
-    # Exact duplicates: case and whitespace variants that normalise to the original.
+def _exact_copies(rng: np.random.Generator, orig_text: pa.Array, n_exact: int) -> _Copies:
+    """Case and whitespace variants of chosen originals that normalise to the original."""
+    n_orig = len(orig_text)
     exact_src = rng.choice(n_orig, size=n_exact, replace=n_exact > n_orig)
     exact_text = orig_text.take(pa.array(exact_src))
     variant = rng.integers(0, 3, n_exact)
@@ -200,8 +249,13 @@ def _chunk(
         pa.array(variant == 0), upper, pc.if_else(pa.array(variant == 1), spaced, exact_text)
     )
     exact_text = pc.binary_join_element_wise("  ", exact_text, "\t", "")
+    return _Copies(exact_src, exact_text)
 
-    # doc_id duplicates: a shorter re-crawl under the same id (so `longest` keeps the original).
+
+def _doc_id_copies(rng: np.random.Generator, orig_text: pa.Array, n_docid: int) -> _Copies:
+    """A shorter re-crawl of chosen originals, to go under the same id."""
+    # Shorter, so that `longest` keeps the original.
+    n_orig = len(orig_text)
     docid_src = rng.choice(n_orig, size=n_docid, replace=n_docid > n_orig)
     cut = rng.uniform(0.5, 0.9, n_docid)
     docid_text = pa.array(
@@ -211,58 +265,90 @@ def _chunk(
         ],
         pa.string(),
     )
+    return _Copies(docid_src, docid_text)
 
-    # Junk: null/blank text, null/blank id, and too-short text.
-    junk_kind = rng.integers(0, 5, n_junk)
+
+def _junk(rng: np.random.Generator, n_junk: int, lex: _Lexicon) -> tuple[list[int], pa.Array]:
+    """Junk kinds (0..4) and texts: null/blank text, too-short text, or a null/blank id."""
+    junk_kind = rng.integers(0, 5, n_junk).tolist()
     short = [
-        " ".join(words.take(pa.array(_draw(rng, word_cdf, 4))).to_pylist()) for _ in range(n_junk)
+        " ".join(lex.words.take(pa.array(_draw(rng, lex.word_cdf, 4))).to_pylist())
+        for _ in range(n_junk)
     ]
     junk_text = pa.array(
         [
             None if k == 0 else "   " if k == 1 else short[i] if k == 2 else "x" * 300
-            for i, k in enumerate(junk_kind.tolist())
+            for i, k in enumerate(junk_kind)
         ],
         pa.string(),
     )
+    return junk_kind, junk_text
 
-    orig_ids = [f"d{first_id + i:010d}" for i in range(n_orig)]
-    new_ids = [f"d{first_id + n_orig + i:010d}" for i in range(n_near + n_exact + n_junk)]
-    near_new = new_ids[:n_near]
-    exact_new = new_ids[n_near : n_near + n_exact]
-    junk_new: list[str | None] = list(new_ids[n_near + n_exact :])
-    for i, k in enumerate(junk_kind.tolist()):
+
+def _row_ids(
+    first_id: int, c: _Counts, docid_src: np.ndarray, junk_kind: list[int]
+) -> tuple[list[str], list[str | None]]:
+    """Ids of the originals, and of every row in corpus order (originals first)."""
+    orig_ids = [f"d{first_id + i:010d}" for i in range(c.orig)]
+    new_ids = [f"d{first_id + c.orig + i:010d}" for i in range(c.near + c.exact + c.junk)]
+    near_new = new_ids[: c.near]
+    exact_new = new_ids[c.near : c.near + c.exact]
+    junk_new: list[str | None] = list(new_ids[c.near + c.exact :])
+    for i, k in enumerate(junk_kind):
         if k == 3:
             junk_new[i] = None
         elif k == 4:
             junk_new[i] = " "
-
     ids = orig_ids + [orig_ids[s] for s in docid_src] + list(exact_new) + list(near_new) + junk_new
-    texts = pa.concat_arrays([orig_text, docid_text, exact_text, near_text, junk_text])
+    return orig_ids, ids
+
+
+def _truth(
+    ids: list[str | None],
+    orig_ids: list[str],
+    c: _Counts,
+    docid: _Copies,
+    exact: _Copies,
+    near: _Copies,
+) -> pa.Table:
+    """The ground truth of each row in corpus order: its kind, source group and target."""
+    assert near.level is not None  # set by _near_copies
     kind = (
-        ["original"] * n_orig
-        + ["doc_id"] * n_docid
-        + ["exact"] * n_exact
-        + ["near"] * n_near
-        + ["junk"] * n_junk
+        ["original"] * c.orig
+        + ["doc_id"] * c.docid
+        + ["exact"] * c.exact
+        + ["near"] * c.near
+        + ["junk"] * c.junk
     )
     src_of = np.concatenate(
-        [np.arange(n_orig), docid_src, exact_src, near_src, np.full(n_junk, -1)]
+        [np.arange(c.orig), docid.src, exact.src, near.src, np.full(c.junk, -1)]
     ).astype(np.int64)
     group = [orig_ids[s] if s >= 0 else None for s in src_of.tolist()]
     similarity = np.concatenate(
         [
-            np.full(n_orig, np.nan),
-            np.full(n_docid, np.nan),
-            np.ones(n_exact),
-            near_level,
-            np.full(n_junk, np.nan),
+            np.full(c.orig, np.nan),
+            np.full(c.docid, np.nan),
+            np.ones(c.exact),
+            near.level,
+            np.full(c.junk, np.nan),
         ]
     )
-    zh_row = np.concatenate(
-        [is_zh, is_zh[docid_src], is_zh[exact_src], is_zh[near_src], np.zeros(n_junk, bool)]
+    return pa.table(
+        {
+            "doc_id": pa.array(ids, pa.string()),
+            "kind": pa.array(kind, pa.string()),
+            "group_id": pa.array(group, pa.string()),
+            "target_similarity": pa.array(similarity, pa.float64(), mask=np.isnan(similarity)),
+        }
     )
 
-    # Metadata, drawn per row; copies inherit the source's site but not its crawl time.
+
+def _data(
+    rng: np.random.Generator, ids: list[str | None], texts: pa.Array, zh_row: np.ndarray
+) -> pa.Table:
+    """The corpus rows in corpus order, with metadata drawn per row."""
+    # Drawn for every row alike: a copy's site and crawl time are independent of its source's.
+    n = len(ids)
     source = SOURCES[np.searchsorted(np.cumsum(SOURCE_P), rng.random(n), side="right").clip(0, 4)]
     ts = rng.integers(TS_START, TS_END, n) * 1_000_000
     quality = np.round(rng.beta(5, 2, n), 4)
@@ -272,9 +358,7 @@ def _chunk(
         None if d is None else f"https://{s}.example.org/{d.strip() or 'unknown'}"
         for d, s in zip(ids, source.tolist(), strict=True)
     ]
-
-    order = rng.permutation(n)
-    data = pa.table(
+    return pa.table(
         {
             "doc_id": pa.array(ids, pa.string()),
             "text": texts,
@@ -285,16 +369,41 @@ def _chunk(
             "quality": pa.array(quality, pa.float64(), mask=quality_null),
             "license": pa.array(license_.tolist(), pa.string()),
         }
-    ).take(pa.array(order))
-    truth = pa.table(
-        {
-            "doc_id": pa.array(ids, pa.string()),
-            "kind": pa.array(kind, pa.string()),
-            "group_id": pa.array(group, pa.string()),
-            "target_similarity": pa.array(similarity, pa.float64(), mask=np.isnan(similarity)),
-        }
-    ).take(pa.array(order))
-    return data, truth
+    )
+
+
+def _chunk(
+    chunk_index: int,
+    n: int,
+    seed: int,
+    first_id: int,
+    mix: Mix,
+    vocab: tuple[pa.Array, np.ndarray],
+    hanzi: tuple[pa.Array, np.ndarray],
+) -> tuple[pa.Table, pa.Table]:
+    """One chunk of `n` shuffled corpus rows and their truth, seeded from (seed, chunk_index)."""
+    # Every helper draws from the one generator, so the order of the calls below is part of
+    # the output: changing it changes every sample (and the golden test).
+    rng = np.random.default_rng([seed, chunk_index])
+    lex = _Lexicon.of(vocab, hanzi)
+    c = _counts(n, mix)
+    orig = _originals(rng, c.orig, mix, lex)
+    orig_text = lex.join(orig.tok_ids, orig.offsets, orig.is_zh)
+    near = _near_copies(rng, orig, c.near, lex)
+    exact = _exact_copies(rng, orig_text, c.exact)
+    docid = _doc_id_copies(rng, orig_text, c.docid)
+    junk_kind, junk_text = _junk(rng, c.junk, lex)
+
+    orig_ids, ids = _row_ids(first_id, c, docid.src, junk_kind)
+    texts = pa.concat_arrays([orig_text, docid.text, exact.text, near.text, junk_text])
+    is_zh = orig.is_zh
+    zh_row = np.concatenate(
+        [is_zh, is_zh[docid.src], is_zh[exact.src], is_zh[near.src], np.zeros(c.junk, bool)]
+    )
+    data = _data(rng, ids, texts, zh_row)
+    order = pa.array(rng.permutation(n))
+    truth = _truth(ids, orig_ids, c, docid, exact, near)
+    return data.take(order), truth.take(order)
 
 
 def generate(

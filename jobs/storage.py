@@ -658,6 +658,145 @@ def _summary_mb_s(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
+class _GdsUnavailableError(Exception):
+    """Why the GDS probe cannot measure; the record so far goes out with this as `reason`."""
+
+
+def _gds_modules(importer: Callable[[str], Any], record: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """kvikio, cupy and numpy, noting kvikio's version in `record`."""
+    try:
+        kvikio = importer("kvikio")
+    except Exception as exc:
+        raise _GdsUnavailableError(
+            f"kvikio is not installed ({type(exc).__name__}: {exc}); "
+            "install the `gpu` extra: pip install 'corpusclean[gpu]'"
+        ) from exc
+    record["kvikio_version"] = getattr(kvikio, "__version__", None)
+    try:
+        cupy = importer("cupy")
+        numpy = importer("numpy")
+    except Exception as exc:
+        raise _GdsUnavailableError(f"cupy is not importable ({type(exc).__name__}: {exc})") from exc
+    return kvikio, cupy, numpy
+
+
+def _gds_device(
+    kvikio: Any, cupy: Any, importer: Callable[[str], Any], record: dict[str, Any]
+) -> None:
+    """Check a CUDA device is visible; note its name and kvikio's read mode in `record`."""
+    try:
+        devices = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:  # no libcuda, no driver, or no device visible
+        raise _GdsUnavailableError(f"no usable CUDA device ({type(exc).__name__}: {exc})") from exc
+    if devices < 1:
+        raise _GdsUnavailableError("no CUDA device is visible")
+    try:
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        name = props.get("name", b"")
+        record["device"] = name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        record["device"] = None
+    try:
+        record["compat_mode"] = _kvikio_compat_mode(kvikio)
+    except Exception:
+        record["compat_mode"] = None
+    record["cufile_gds_available"] = _cufile_gds_available(importer)
+
+
+@dataclass
+class _GdsReads:
+    """The timed passes of the GDS probe: files into one device buffer, two ways."""
+
+    kvikio: Any
+    cupy: Any
+    files: list[Path]
+    total: int
+    chunk: int
+    use_drop_caches: bool
+    device_buf: Any = None
+    host: Any = None
+
+    def verified_first_read(self) -> bool:
+        """Allocate the device buffer and read the first file's first chunk into it."""
+        # The first read is where a missing libcuda/libcufile shows: check it and the bytes.
+        self.device_buf = self.cupy.empty(self.chunk, dtype=self.cupy.uint8)
+        first = self.files[0]
+        n = min(self.chunk, first.stat().st_size)
+        with self.kvikio.CuFile(str(first), "r") as f:
+            got = int(f.read(self.device_buf[:n], size=n, file_offset=0))
+        with open(first, "rb") as f:
+            expected = f.read(n)
+        return got == n and bytes(self.cupy.asnumpy(self.device_buf[:n])) == expected
+
+    def kvikio_pass(self) -> float:
+        """MB/s of reading every file cold through kvikio (cuFile) into device memory."""
+        evict(self.files, use_drop_caches=self.use_drop_caches, check=False)
+        device_buf, chunk = self.device_buf, self.chunk
+        start = time.perf_counter()
+        for path in self.files:
+            size = path.stat().st_size
+            with self.kvikio.CuFile(str(path), "r") as f:
+                offset = 0
+                while offset < size:
+                    length = min(chunk, size - offset)
+                    done = int(f.read(device_buf[:length], size=length, file_offset=offset))
+                    if done <= 0:
+                        raise OSError(f"kvikio read returned {done} at {path}:{offset}")
+                    offset += done
+        self.cupy.cuda.runtime.deviceSynchronize()
+        return self.total / (time.perf_counter() - start) / 1e6
+
+    def host_pass(self, host_view: memoryview) -> float:
+        """MB/s of reading every file cold into pinned host memory, then copying it over."""
+        evict(self.files, use_drop_caches=self.use_drop_caches, check=False)
+        device_buf, host = self.device_buf, self.host
+        start = time.perf_counter()
+        for path in self.files:
+            with open(path, "rb", buffering=0) as f:
+                while length := f.readinto(host_view):
+                    device_buf[:length].set(host[:length])
+        self.cupy.cuda.runtime.deviceSynchronize()
+        return self.total / (time.perf_counter() - start) / 1e6
+
+    def measure(
+        self, numpy: Any, runs: int, record: dict[str, Any]
+    ) -> tuple[list[float], list[float]]:
+        """MB/s of `runs` kvikio passes and then `runs` host passes; `verified` in `record`."""
+        try:
+            record["verified"] = self.verified_first_read()
+            pinned = self.cupy.cuda.alloc_pinned_memory(self.chunk)
+            self.host = numpy.frombuffer(pinned, dtype=numpy.uint8, count=self.chunk)
+            host_view = memoryview(self.host)
+            gds_runs = [self.kvikio_pass() for _ in range(runs)]
+            host_runs = [self.host_pass(host_view) for _ in range(runs)]
+        except Exception as exc:
+            raise _GdsUnavailableError(f"kvikio read failed ({type(exc).__name__}: {exc})") from exc
+        return gds_runs, host_runs
+
+
+def _gds_result(
+    record: dict[str, Any], reads: _GdsReads, gds_runs: list[float], host_runs: list[float]
+) -> dict[str, Any]:
+    """The probe's record of a measurement: which path was read and both MB/s summaries."""
+    gds = _summary_mb_s(gds_runs)
+    host_copy = _summary_mb_s(host_runs)
+    direct = record["compat_mode"] is False and record["cufile_gds_available"] is not False
+    return {
+        **record,
+        "available": True,
+        "reason": None,
+        "path": "cuFile GPUDirect"
+        if direct
+        else "kvikio POSIX compat mode (host bounce buffers, no GPUDirect)",
+        "gpudirect": direct,
+        "bytes": reads.total,
+        "chunk_bytes": reads.chunk,
+        "kvikio_read_mb_s": gds,
+        "host_read_copy_mb_s": host_copy,
+        "speedup": round(gds["median"] / host_copy["median"], 3) if host_copy["median"] else None,
+    }
+
+
 def probe_gds(
     paths: Sequence[Path],
     *,
@@ -673,115 +812,21 @@ def probe_gds(
     `compat_mode` True means kvikio read through POSIX with bounce buffers: the figures are
     then a host-staged path, not GPUDirect.
     """
+    # The helpers add to `record` as they learn; an unavailable result keeps what they found.
+    record: dict[str, Any] = {}
     try:
-        kvikio = importer("kvikio")
-    except Exception as exc:
-        return {
-            "available": False,
-            "reason": f"kvikio is not installed ({type(exc).__name__}: {exc}); "
-            "install the `gpu` extra: pip install 'corpusclean[gpu]'",
-        }
-    record: dict[str, Any] = {"kvikio_version": getattr(kvikio, "__version__", None)}
-    try:
-        cupy = importer("cupy")
-        numpy = importer("numpy")
-    except Exception as exc:
-        return {
-            **record,
-            "available": False,
-            "reason": f"cupy is not importable ({type(exc).__name__}: {exc})",
-        }
-    try:
-        devices = int(cupy.cuda.runtime.getDeviceCount())
-    except Exception as exc:  # no libcuda, no driver, or no device visible
-        return {
-            **record,
-            "available": False,
-            "reason": f"no usable CUDA device ({type(exc).__name__}: {exc})",
-        }
-    if devices < 1:
-        return {**record, "available": False, "reason": "no CUDA device is visible"}
-    try:
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        name = props.get("name", b"")
-        record["device"] = name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:
-        record["device"] = None
-    try:
-        record["compat_mode"] = _kvikio_compat_mode(kvikio)
-    except Exception:
-        record["compat_mode"] = None
-    record["cufile_gds_available"] = _cufile_gds_available(importer)
-    files = [p for p in paths if p.stat().st_size > 0]
-    if not files:
-        return {**record, "available": False, "reason": "no non-empty shard to read"}
-    total = sum(p.stat().st_size for p in files)
-    chunk = min(chunk_size, max(p.stat().st_size for p in files))
-    try:
-        device_buf = cupy.empty(chunk, dtype=cupy.uint8)
-        # The first read is where a missing libcuda/libcufile shows: check it and the bytes.
-        first = files[0]
-        n = min(chunk, first.stat().st_size)
-        with kvikio.CuFile(str(first), "r") as f:
-            got = int(f.read(device_buf[:n], size=n, file_offset=0))
-        with open(first, "rb") as f:
-            expected = f.read(n)
-        record["verified"] = got == n and bytes(cupy.asnumpy(device_buf[:n])) == expected
-        pinned = cupy.cuda.alloc_pinned_memory(chunk)
-        host = numpy.frombuffer(pinned, dtype=numpy.uint8, count=chunk)
-        host_view = memoryview(host)
-
-        def kvikio_pass() -> float:
-            evict(files, use_drop_caches=use_drop_caches, check=False)
-            start = time.perf_counter()
-            for path in files:
-                size = path.stat().st_size
-                with kvikio.CuFile(str(path), "r") as f:
-                    offset = 0
-                    while offset < size:
-                        length = min(chunk, size - offset)
-                        done = int(f.read(device_buf[:length], size=length, file_offset=offset))
-                        if done <= 0:
-                            raise OSError(f"kvikio read returned {done} at {path}:{offset}")
-                        offset += done
-            cupy.cuda.runtime.deviceSynchronize()
-            return total / (time.perf_counter() - start) / 1e6
-
-        def host_pass() -> float:
-            evict(files, use_drop_caches=use_drop_caches, check=False)
-            start = time.perf_counter()
-            for path in files:
-                with open(path, "rb", buffering=0) as f:
-                    while length := f.readinto(host_view):
-                        device_buf[:length].set(host[:length])
-            cupy.cuda.runtime.deviceSynchronize()
-            return total / (time.perf_counter() - start) / 1e6
-
-        gds_runs = [kvikio_pass() for _ in range(runs)]
-        host_runs = [host_pass() for _ in range(runs)]
-    except Exception as exc:
-        return {
-            **record,
-            "available": False,
-            "reason": f"kvikio read failed ({type(exc).__name__}: {exc})",
-        }
-    gds = _summary_mb_s(gds_runs)
-    host_copy = _summary_mb_s(host_runs)
-    direct = record["compat_mode"] is False and record["cufile_gds_available"] is not False
-    return {
-        **record,
-        "available": True,
-        "reason": None,
-        "path": "cuFile GPUDirect"
-        if direct
-        else "kvikio POSIX compat mode (host bounce buffers, no GPUDirect)",
-        "gpudirect": direct,
-        "bytes": total,
-        "chunk_bytes": chunk,
-        "kvikio_read_mb_s": gds,
-        "host_read_copy_mb_s": host_copy,
-        "speedup": round(gds["median"] / host_copy["median"], 3) if host_copy["median"] else None,
-    }
+        kvikio, cupy, numpy = _gds_modules(importer, record)
+        _gds_device(kvikio, cupy, importer, record)
+        files = [p for p in paths if p.stat().st_size > 0]
+        if not files:
+            raise _GdsUnavailableError("no non-empty shard to read")
+        total = sum(p.stat().st_size for p in files)
+        chunk = min(chunk_size, max(p.stat().st_size for p in files))
+        reads = _GdsReads(kvikio, cupy, files, total, chunk, use_drop_caches)
+        gds_runs, host_runs = reads.measure(numpy, runs, record)
+    except _GdsUnavailableError as exc:
+        return {**record, "available": False, "reason": str(exc)}
+    return _gds_result(record, reads, gds_runs, host_runs)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:

@@ -149,6 +149,61 @@ class _Window:
             self.length += n
 
 
+def _header_name(header: bytes) -> str:
+    """A member's name from its own header: the name field under any ustar prefix."""
+    end_name = header.find(b"\0", 0, 100)
+    name = header[: end_name if end_name >= 0 else 100].decode("utf-8", "surrogateescape")
+    if header[257:263] == b"ustar\0" and header[345] != 0:
+        name = _nts(header[345:500]) + "/" + name
+    return name
+
+
+def _bad_size(field: bytes, offset: int) -> int:
+    """A size field that is not plain octal: GNU base-256, or an error at `offset`."""
+    if field[0] & 0x80:
+        return _number(field)
+    raise TarFormatError(f"bad size field at offset {offset}")
+
+
+def _pax_overrides(
+    data: bytes, name_next: str | None, size_next: int | None
+) -> tuple[str | None, int | None]:
+    """The next member's name and size after a PAX header whose payload is `data`."""
+    records = _pax_records(data)
+    if "path" in records:
+        name_next = records["path"]
+    if "size" in records:
+        try:
+            size_next = int(records["size"])
+        except ValueError:
+            raise TarFormatError("bad PAX size record") from None
+    return name_next, size_next
+
+
+def _other_member(
+    typeflag: int, payload: memoryview, name_next: str | None, size_next: int | None
+) -> tuple[str | None, int | None]:
+    """The next member's name and size after a member neither regular nor PAX."""
+    if typeflag == _GNU_LONGNAME:
+        return _nts(bytes(payload)), size_next
+    if typeflag in _META_TYPES:
+        # Global PAX headers carry archive-wide defaults (mtime, charset) that change no
+        # member's name or size; `K` is a long link target, used only by links.
+        return name_next, size_next
+    if typeflag == _GNU_SPARSE:
+        raise TarFormatError("GNU sparse members are not supported in shards")
+    # Directories, links, devices, FIFOs and vendor types: skipped with their payload, and
+    # with any name or size meant for them.
+    return None, None
+
+
+def _check_clean_end(win: _Window) -> None:
+    """Raise unless the bytes left (less than a header) are all zero padding."""
+    # An end of stream without the two zero blocks is accepted, like tarfile.
+    if bytes(win.view[: win.length]).strip(b"\0"):
+        raise TarFormatError(f"truncated tar header at offset {win.dropped}")
+
+
 def iter_members(
     stream: IO[bytes], *, chunk_size: int = DEFAULT_CHUNK
 ) -> Iterator[tuple[str, bytes]]:
@@ -157,7 +212,8 @@ def iter_members(
     Reads `stream` in blocks of `chunk_size` bytes; memory stays at about one chunk plus the
     largest member. Raises `TarFormatError` on a bad checksum or a truncated archive.
     """
-    # One pass over headers with everything inlined: this loop is the reader's whole cost.
+    # This loop is the reader's whole cost: the checksum and size of every header are parsed
+    # inline; only the name (one call per member) and rare cases go through helpers.
     win = _Window(stream, chunk_size)
     view, length = win.view, 0
     adler = zlib.adler32
@@ -169,9 +225,8 @@ def iter_members(
             win.fill(pos, BLOCK)
             view, length, pos = win.view, win.length, 0
             if length < BLOCK:
-                if bytes(view[:length]).strip(b"\0"):
-                    raise TarFormatError(f"truncated tar header at offset {win.dropped}")
-                return  # end of stream without the two zero blocks: accepted, like tarfile
+                _check_clean_end(win)
+                return
         header = bytes(view[pos : pos + BLOCK])
         if header[0] == 0 and header == _ZERO_BLOCK:
             return  # end-of-archive marker
@@ -189,13 +244,10 @@ def iter_members(
             raise TarFormatError(f"bad tar header checksum at offset {win.dropped + pos}")
         typeflag = header[156]
         field = header[124:136]
-        if field[0] & 0x80:
-            size = _number(field)
-        else:
-            try:
-                size = int(field.strip(b" \0") or b"0", 8)
-            except ValueError:
-                raise TarFormatError(f"bad size field at offset {win.dropped + pos}") from None
+        try:
+            size = int(field.strip(b" \0") or b"0", 8)
+        except ValueError:
+            size = _bad_size(field, win.dropped + pos)
         if size_next is not None and typeflag not in _META_TYPES:
             size = size_next
         start = pos + BLOCK
@@ -204,52 +256,25 @@ def iter_members(
         if length < next_pos:
             # The payload runs past the buffered bytes: compact and read on.
             win.fill(pos, next_pos - pos)
-            start -= pos
-            end -= pos
-            next_pos -= pos
+            start, end, next_pos = start - pos, end - pos, next_pos - pos
             view, length, pos = win.view, win.length, 0
             if length < end:
                 raise TarFormatError(f"truncated tar member at offset {win.dropped}")
         pos = next_pos
         if typeflag in _REGULAR:
-            if name_next is not None:
-                name = name_next
-                name_next = None
-            else:
-                end_name = header.find(b"\0", 0, 100)
-                name = header[: end_name if end_name >= 0 else 100].decode(
-                    "utf-8", "surrogateescape"
-                )
-                if header[257:263] == b"ustar\0" and header[345] != 0:
-                    name = _nts(header[345:500]) + "/" + name
-            size_next = None
+            name = _header_name(header) if name_next is None else name_next
+            name_next = size_next = None
             if typeflag == 0 and name.endswith("/"):
                 continue  # a V7-style directory
             yield name, bytes(view[start:end])
         elif typeflag == _PAX:
             data = bytes(view[start:end])
-            # Writers such as webdataset's put only `mtime` here; parse only what matters.
+            # Writers such as webdataset's put one before every member with only `mtime`:
+            # that common case costs no call.
             if b"path=" in data or b"size=" in data:
-                records = _pax_records(data)
-                if "path" in records:
-                    name_next = records["path"]
-                if "size" in records:
-                    try:
-                        size_next = int(records["size"])
-                    except ValueError:
-                        raise TarFormatError("bad PAX size record") from None
-        elif typeflag == _GNU_LONGNAME:
-            name_next = _nts(bytes(view[start:end]))
-        elif typeflag in _META_TYPES:
-            # Global PAX headers carry archive-wide defaults (mtime, charset) that change no
-            # member's name or size; `K` is a long link target, used only by links.
-            pass
-        elif typeflag == _GNU_SPARSE:
-            raise TarFormatError("GNU sparse members are not supported in shards")
+                name_next, size_next = _pax_overrides(data, name_next, size_next)
         else:
-            # Directories, links, devices, FIFOs and vendor types: skipped with their payload.
-            name_next = None
-            size_next = None
+            name_next, size_next = _other_member(typeflag, view[start:end], name_next, size_next)
 
 
 def _signed_checksum_ok(header: bytes, expected: int) -> bool:
