@@ -23,7 +23,7 @@ from corpusclean.jobs.paths import detect_format, is_remote, resolved
 from corpusclean.jobs.publish import MARKER, SUCCESS
 from corpusclean.jobs.runner import new_parser, run_job
 
-if TYPE_CHECKING:  # pyspark is imported only by commands that start a session
+if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 JOB = "check"
