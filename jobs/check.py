@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -22,6 +22,9 @@ from corpusclean.jobs.errors import ConfigError, InputError, RejectedError, Usag
 from corpusclean.jobs.paths import detect_format, is_remote, resolved
 from corpusclean.jobs.publish import MARKER, SUCCESS
 from corpusclean.jobs.runner import new_parser, run_job
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 JOB = "check"
 REPORT_NAME = "check.json"
@@ -288,9 +291,27 @@ def _failed_name(record: dict[str, Any]) -> str:
 def check(args: argparse.Namespace) -> int:
     """The body of `corpusclean check`: load, validate, print, write the report, gate."""
     from corpusclean.jobs.quality import load_suite, run_suite
-    from corpusclean.schemas import DUPLICATES
 
     input_path: str = args.input
+    clean_output = _checked_input(input_path)
+    suite = load_suite(args.suite or ("clean_docs" if clean_output else "raw_docs"))
+    params, spark_conf, fmt = _suite_inputs(args, input_path, clean_output)
+    report_path = (
+        Path(args.report) if args.report else default_report_path(input_path, clean_output)
+    )
+    check_report_path(report_path, input_path, clean_output)
+    junit_path = Path(args.junit) if args.junit else None
+    if junit_path is not None:
+        check_report_path(junit_path, input_path, clean_output, "--junit")
+    df, duplicates = _read_documents(input_path, clean_output, fmt, spark_conf)
+    log.info(JOB, f"suite {suite.name} ({len(suite.checks)} checks) on {input_path}")
+    result = run_suite(df, suite, params, duplicates=duplicates)
+    return _report(args, input_path, result, report_path, junit_path)
+
+
+def _checked_input(input_path: str) -> bool:
+    """Whether `input_path` is a clean output; a pack output is a `UsageError` and a local
+    path that does not exist an `InputError`."""
     if is_pack_output(input_path):
         raise UsageError(
             f"{input_path} is a pack output (index.json, shard-*.tar); check validates documents: "
@@ -300,8 +321,14 @@ def check(args: argparse.Namespace) -> int:
     local_path = not is_remote(input_path) and not any(c in input_path for c in "*?[")
     if local_path and not Path(input_path.removeprefix("file://")).exists():
         raise InputError(f"input {input_path} does not exist")
-    suite = load_suite(args.suite or ("clean_docs" if clean_output else "raw_docs"))
+    return clean_output
 
+
+def _suite_inputs(
+    args: argparse.Namespace, input_path: str, clean_output: bool
+) -> tuple[dict[str, object], dict[str, str], str]:
+    """(suite parameters, Spark settings, input format): from a clean output's report.json,
+    else from the clean config; `--param` overrides either."""
     spark_conf: dict[str, str] = {}
     if clean_output:
         base = Path(input_path.removeprefix("file://"))
@@ -321,30 +348,39 @@ def check(args: argparse.Namespace) -> int:
         spark_conf = cfg.spark
         fmt = detect_format(input_path, cfg.input.format)
     params.update(parse_params(args.param))
+    return params, spark_conf, fmt
 
-    report_path = (
-        Path(args.report) if args.report else default_report_path(input_path, clean_output)
-    )
-    check_report_path(report_path, input_path, clean_output)
-    junit_path = Path(args.junit) if args.junit else None
-    if junit_path is not None:
-        check_report_path(junit_path, input_path, clean_output, "--junit")
 
+def _read_documents(
+    input_path: str, clean_output: bool, fmt: str, spark_conf: dict[str, str]
+) -> tuple[DataFrame, DataFrame | None]:
+    """(documents, duplicates table or None) to check, read in a new Spark session: a clean
+    output's data/ and duplicates/, or the raw input."""
     from corpusclean.jobs.clean import read_input
     from corpusclean.jobs.session import build_session
+    from corpusclean.schemas import DUPLICATES
 
     spark = build_session("corpusclean-check", spark_conf)
     duplicates = None
     if clean_output:
+        base = Path(input_path.removeprefix("file://"))
         df = read_input(spark, str(base / "data"), "parquet")
         if (base / "duplicates").is_dir():
             duplicates = spark.read.schema(DUPLICATES).parquet(str(base / "duplicates"))
     else:
         df = read_input(spark, input_path, fmt)
+    return df, duplicates
 
-    log.info(JOB, f"suite {suite.name} ({len(suite.checks)} checks) on {input_path}")
-    result = run_suite(df, suite, params, duplicates=duplicates)
 
+def _report(
+    args: argparse.Namespace,
+    input_path: str,
+    result: dict[str, Any],
+    report_path: Path,
+    junit_path: Path | None,
+) -> int:
+    """Print one line per check, write the JSON (and JUnit) report, print the verdict and
+    gate: a check that could not run is an `InputError`, a failed one a `RejectedError`."""
     errors = [r for r in result["checks"] if r.get("error")]
     failed = failing(result["checks"], args.strict)
     out = {

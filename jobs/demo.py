@@ -21,6 +21,8 @@ from corpusclean.jobs.runner import new_parser, run_job
 
 JOB = "demo"
 MARKER = "_corpusclean_demo"
+# One step of the demo: (name, run it -> exit code, its summary detail once it passed).
+Step = tuple[str, Callable[[], int], Callable[[], str]]
 
 
 def _prepare(out: Path) -> None:
@@ -56,11 +58,29 @@ def _step(
 
 def run_demo(out: Path, docs: int, seed: int) -> int:
     """Run the whole flow into `out`; returns the first non-zero exit code, or 0."""
-    from corpusclean.jobs import clean, sample
-
-    _prepare(out)
     raw, cleaned, shards = out / "raw", out / "clean", out / "shards"
+    steps = _core_steps(raw, cleaned, docs, seed)
+    _prepare(out)
     rows: list[tuple[str, str, float, str]] = []
+    if _available("pack"):
+        steps += _pack_steps(cleaned, shards)
+    if _available("check"):
+        steps.append(_check_step(cleaned))
+    if _available("bench_loader") and _available("pack"):
+        steps.append(_bench_step(shards, out / "bench.json"))
+
+    code = EXIT_OK
+    for name, fn, detail in steps:
+        code = _step(rows, name, fn, detail)
+        if code != EXIT_OK:
+            break
+    _print_summary(rows, out)
+    return code
+
+
+def _core_steps(raw: Path, cleaned: Path, docs: int, seed: int) -> list[Step]:
+    """The steps every install has: sample `docs` documents into `raw`, clean into `cleaned`."""
+    from corpusclean.jobs import clean, sample
 
     def clean_detail() -> str:
         r = json.loads((cleaned / "report.json").read_text())
@@ -71,7 +91,7 @@ def run_demo(out: Path, docs: int, seed: int) -> int:
             + (f"; {near.get('clusters', 0):,} near clusters" if near.get("ran") else "")
         )
 
-    steps: list[tuple[str, Callable[[], int], Callable[[], str]]] = [
+    return [
         (
             "sample",
             lambda: sample.main(["--output", str(raw), "--docs", str(docs), "--seed", str(seed)]),
@@ -83,87 +103,85 @@ def run_demo(out: Path, docs: int, seed: int) -> int:
             clean_detail,
         ),
     ]
-    if _available("pack"):
-        from corpusclean.jobs import pack
 
-        def pack_detail() -> str:
-            idx = json.loads((shards / "index.json").read_text())
-            n = len(idx.get("shardlist", []))
-            total = sum(s.get("nsamples", 0) for s in idx.get("shardlist", []))
-            return f"{n} shard(s), {total:,} samples"
 
-        steps.append(
-            (
-                "pack",
-                lambda: pack.main(
-                    [
-                        "--input",
-                        str(cleaned),
-                        "--output",
-                        str(shards),
-                        "--set",
-                        "shard.target_bytes=16000000",
-                    ]
-                ),
-                pack_detail,
-            )
-        )
-        steps.append(
-            ("verify", lambda: pack.main(["--verify", str(shards)]), lambda: "shards match index")
-        )
-    if _available("check"):
-        from corpusclean.jobs import check
+def _pack_steps(cleaned: Path, shards: Path) -> list[Step]:
+    """Pack `cleaned` into `shards` (small shards, so the demo has several), then verify."""
+    from corpusclean.jobs import pack
 
-        steps.append(
-            (
-                "check",
-                lambda: check.main(["--input", str(cleaned)]),
-                lambda: "clean_docs suite: no critical failure",
-            )
-        )
-    if _available("bench_loader") and _available("pack"):
-        from corpusclean.jobs import bench_loader
+    def pack_detail() -> str:
+        idx = json.loads((shards / "index.json").read_text())
+        n = len(idx.get("shardlist", []))
+        total = sum(s.get("nsamples", 0) for s in idx.get("shardlist", []))
+        return f"{n} shard(s), {total:,} samples"
 
-        bench_json = out / "bench.json"
+    return [
+        (
+            "pack",
+            lambda: pack.main(
+                [
+                    "--input",
+                    str(cleaned),
+                    "--output",
+                    str(shards),
+                    "--set",
+                    "shard.target_bytes=16000000",
+                ]
+            ),
+            pack_detail,
+        ),
+        ("verify", lambda: pack.main(["--verify", str(shards)]), lambda: "shards match index"),
+    ]
 
-        def bench_detail() -> str:
-            b = json.loads(bench_json.read_text())
-            return str(b.get("verdict", ""))[:90]
 
-        steps.append(
-            (
-                "bench",
-                lambda: bench_loader.main(
-                    [
-                        "--shards",
-                        str(shards),
-                        "--output",
-                        str(bench_json),
-                        "--set",
-                        "bench.runs=1",
-                        "--set",
-                        "bench.small_files=500",
-                        "--set",
-                        "bench.random_reads=500",
-                        "--set",
-                        "bench.max_bytes=64MiB",
-                    ]
-                ),
-                bench_detail,
-            )
-        )
+def _check_step(cleaned: Path) -> Step:
+    """Check `cleaned` with its suite (clean_docs)."""
+    from corpusclean.jobs import check
 
-    code = EXIT_OK
-    for name, fn, detail in steps:
-        code = _step(rows, name, fn, detail)
-        if code != EXIT_OK:
-            break
+    return (
+        "check",
+        lambda: check.main(["--input", str(cleaned)]),
+        lambda: "clean_docs suite: no critical failure",
+    )
+
+
+def _bench_step(shards: Path, bench_json: Path) -> Step:
+    """Benchmark loading `shards` into `bench_json`, cut down to seconds for the demo."""
+    from corpusclean.jobs import bench_loader
+
+    def bench_detail() -> str:
+        b = json.loads(bench_json.read_text())
+        return str(b.get("verdict", ""))[:90]
+
+    return (
+        "bench",
+        lambda: bench_loader.main(
+            [
+                "--shards",
+                str(shards),
+                "--output",
+                str(bench_json),
+                "--set",
+                "bench.runs=1",
+                "--set",
+                "bench.small_files=500",
+                "--set",
+                "bench.random_reads=500",
+                "--set",
+                "bench.max_bytes=64MiB",
+            ]
+        ),
+        bench_detail,
+    )
+
+
+def _print_summary(rows: list[tuple[str, str, float, str]], out: Path) -> None:
+    """The table of steps run (result, seconds, detail) and where the outputs are."""
     width = max(len(r[0]) for r in rows)
     print(f"\n{'step':<{width}}  {'result':<7} {'seconds':>8}  detail")
     for name, result, secs, detail in rows:
         print(f"{name:<{width}}  {result:<7} {secs:>8.1f}  {detail}")
     print(f"\noutputs under {out}: raw/ clean/ (report.html) shards/ bench.json")
-    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

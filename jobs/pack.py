@@ -337,25 +337,61 @@ def _pack_units(
     """
     shard_cfg = config.shard
     target = S.planning_target(shard_cfg.target_bytes)
-    k = shard_cfg.docs_per_sample
     seconds: dict[str, float] = {}
     paths = [str(source.data / rel) for rel, _ in source.files]
     everything = spark.read.parquet(str(source.data))
     columns = list(everything.columns)
     n_units = shuffle_units(source, target) if shard_cfg.shuffle else len(paths)
     timer = Timer()
-    done, skip = (
-        committed_parts(spark, out, fp, n_units, shard_cfg.prefix, shard_cfg.dali_index)
-        if resume
-        else (set(), set())
-    )
-    if resume:
-        what = "hash ranges" if shard_cfg.shuffle else "input files"
-        info(JOB, f"resume: {len(done):,} of {n_units:,} {what} already packed")
+    done, skip = _resumed_units(spark, out, fp, n_units, shard_cfg) if resume else (set(), set())
     todo = [u for u in range(n_units) if u not in done]
-    spec = pack_io.UnitWriteSpec(
+    spec = _unit_write_spec(out, config, fp, target, paths, skip)
+    written = 0
+    tasks: int | None = None  # stays None when every unit was packed already
+    with timer():
+        if todo:
+            df, tasks = _write_input(
+                spark, source, everything, columns, config, paths, n_units, todo
+            )
+            written = _write_units(spark, df, spec, out, rows, todo, done, skip)
+        n_shards, docs = number_parts(out, shard_cfg.prefix, fp, n_units)
+    seconds["write"] = timer.seconds
+    if docs != rows:
+        raise CorpusCleanError(f"the shards hold {docs} docs but the input has {rows} rows")
+    how = _write_how(shard_cfg.shuffle, n_units, len(paths), tasks)
+    info(
+        JOB,
+        f"write: {fmt_rows(docs)} docs -> {n_shards:,} shards ({written:,} written; {how}) "
+        f"({timer.seconds:.1f}s)",
+    )
+    return n_shards, docs, written, seconds
+
+
+def _resumed_units(
+    spark: Any, out: Path, fp: str, n_units: int, shard_cfg: ShardSection
+) -> tuple[set[int], set[tuple[int, int]]]:
+    """What a resumed pack keeps, as `committed_parts` finds it: (finished units, committed
+    parts); logs how many units are already packed."""
+    done, skip = committed_parts(spark, out, fp, n_units, shard_cfg.prefix, shard_cfg.dali_index)
+    what = "hash ranges" if shard_cfg.shuffle else "input files"
+    info(JOB, f"resume: {len(done):,} of {n_units:,} {what} already packed")
+    return done, skip
+
+
+def _unit_write_spec(
+    out: Path,
+    config: PackConfig,
+    fp: str,
+    target: int,
+    paths: list[str],
+    skip: set[tuple[int, int]],
+) -> pack_io.UnitWriteSpec:
+    """What every write task gets besides its documents: the output, shard settings, the
+    input files (input order only) and the committed parts it must not write again."""
+    shard_cfg = config.shard
+    return pack_io.UnitWriteSpec(
         output_dir=str(out),
-        docs_per_sample=k,
+        docs_per_sample=shard_cfg.docs_per_sample,
         dali_index=shard_cfg.dali_index,
         fingerprint=fp,
         id_col=config.columns.id,
@@ -364,53 +400,66 @@ def _pack_units(
         text_col=config.columns.text,
         skip=frozenset(skip),
     )
-    written = 0
-    with timer():
-        if todo:
-            if shard_cfg.shuffle:
-                estimate = _estimated_bytes(source) * len(todo) // n_units
-                df, tasks = _shuffled_units(
-                    spark, everything, columns, config, n_units, todo, estimate
-                )
-            else:
-                files = [paths[u] for u in todo]
-                scan = everything if len(files) == len(paths) else None
-                df, tasks = _file_units(spark, source, columns, config, files, scan)
-            write = partial(pack_io.write_unit_parts, spec=spec)
-            results = df.mapInArrow(write, pack_io.UNIT_RESULT_SCHEMA)
-            info(JOB, f"write: started ({fmt_rows(rows)} docs, {len(todo):,} units to write)")
-            try:
-                with task_progress(JOB, "write:", spark):
-                    finished = results.collect()
-            except Exception as exc:
-                raise _spark_failure(exc) from exc
-            written = sum(int(r["parts"]) for r in finished)
-            written -= len([u for u, _ in skip if u not in done])
-            # A unit with no rows (an empty hash range or file) reaches no task: mark it here,
-            # so that every unit has its marker before numbering starts (`committed_parts`).
-            seen = {int(r["unit"]) for r in finished}
-            for u in todo:
-                if u not in seen:
-                    pack_io.write_unit_marker(out, u, 0, 0, fp)
-        n_shards, docs = number_parts(out, shard_cfg.prefix, fp, n_units)
-    seconds["write"] = timer.seconds
-    if docs != rows:
-        raise CorpusCleanError(f"the shards hold {docs} docs but the input has {rows} rows")
-    how = (
-        (
-            f"{n_units:,} hash ranges in {tasks:,} tasks"
-            if shard_cfg.shuffle
-            else f"{len(paths):,} files, one task per file"
-        )
-        if todo
-        else "nothing left to write"
-    )
-    info(
-        JOB,
-        f"write: {fmt_rows(docs)} docs -> {n_shards:,} shards ({written:,} written; {how}) "
-        f"({timer.seconds:.1f}s)",
-    )
-    return n_shards, docs, written, seconds
+
+
+def _write_input(
+    spark: Any,
+    source: CleanSource,
+    everything: Any,
+    columns: list[str],
+    config: PackConfig,
+    paths: list[str],
+    n_units: int,
+    todo: list[int],
+) -> tuple[Any, int]:
+    """The write tasks' input for units `todo` of `n_units`: hash ranges (`shard.shuffle` on)
+    or the input files `paths`, one unit each; returns (DataFrame, tasks)."""
+    if config.shard.shuffle:
+        estimate = _estimated_bytes(source) * len(todo) // n_units
+        return _shuffled_units(spark, everything, columns, config, n_units, todo, estimate)
+    files = [paths[u] for u in todo]
+    scan = everything if len(files) == len(paths) else None
+    return _file_units(spark, source, columns, config, files, scan)
+
+
+def _write_units(
+    spark: Any,
+    df: Any,
+    spec: pack_io.UnitWriteSpec,
+    out: Path,
+    rows: int,
+    todo: list[int],
+    done: set[int],
+    skip: set[tuple[int, int]],
+) -> int:
+    """Run the write tasks over `df` (the pass's one Spark job) and mark the units that
+    reached no task; returns how many parts this run wrote."""
+    write = partial(pack_io.write_unit_parts, spec=spec)
+    results = df.mapInArrow(write, pack_io.UNIT_RESULT_SCHEMA)
+    info(JOB, f"write: started ({fmt_rows(rows)} docs, {len(todo):,} units to write)")
+    try:
+        with task_progress(JOB, "write:", spark):
+            finished = results.collect()
+    except Exception as exc:
+        raise _spark_failure(exc) from exc
+    written = sum(int(r["parts"]) for r in finished)
+    written -= len([u for u, _ in skip if u not in done])
+    # A unit with no rows (an empty hash range or file) reaches no task: mark it here,
+    # so that every unit has its marker before numbering starts (`committed_parts`).
+    seen = {int(r["unit"]) for r in finished}
+    for u in todo:
+        if u not in seen:
+            pack_io.write_unit_marker(out, u, 0, 0, spec.fingerprint)
+    return written
+
+
+def _write_how(shuffle: bool, n_units: int, n_files: int, tasks: int | None) -> str:
+    """How the write ran, for its log line; `tasks` is None when nothing was left to write."""
+    if tasks is None:
+        return "nothing left to write"
+    if shuffle:
+        return f"{n_units:,} hash ranges in {tasks:,} tasks"
+    return f"{n_files:,} files, one task per file"
 
 
 def _shuffled_units(

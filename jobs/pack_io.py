@@ -69,8 +69,9 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -105,6 +106,8 @@ INDEX = "index.json"
 STATS_DIR = "_stats"
 TMP_DIR = "_tmp"
 PARTS_DIR = "_parts"
+# A part's stats file under PARTS_DIR: u<unit>-<part>.json (`part_files`).
+_PART_STATS = re.compile(r"^u(\d{6})-(\d{6})\.json$")
 # Part of every resume fingerprint: a change to the shard layout must not resume old shards.
 # 2: in input order, shards no longer span input files.
 # 3: in input order, each file is cut greedily as it is written (no plan pass).
@@ -883,26 +886,59 @@ def committed_parts(
     unit written again. Removed too: temporary files, parts without a stats file, stats and
     markers of another run.
     """
+    _remove_temporaries(out)
+    parts_dir = out / PARTS_DIR
+    parts_dir.mkdir(exist_ok=True)
+    markers = _unit_markers(out, fp, n_units)
+    firsts = _first_shards(out, fp, markers, n_units)
+    final = partial(_numbered_files, out, prefix, firsts)
+    candidates = _committed_candidates(out, fp, n_units, dali, final)
+    finals = _numbered_finals(out, fp, dali, candidates)
+    redo = _redo_changed(spark, out, prefix, n_units, firsts, candidates, finals)
+    done = set(markers)
+    redo |= _incomplete_units(markers, done - redo, candidates, finals, final)
+    for u in sorted(redo & done):
+        done.discard(u)
+        unit_marker(out, u).unlink(missing_ok=True)
+    keep = {part_files(out, u, j).tar.stem for u, j in candidates}
+    for path in parts_dir.iterdir():
+        if path.stem not in keep and _PART_STATS.match(path.stem + ".json"):
+            path.unlink()
+    return done, set(candidates)
+
+
+def _remove_temporaries(out: Path) -> None:
+    """Delete what an interrupted run left half-written: temporary files and index.json's."""
     for tmp in (out / TMP_DIR).iterdir():
         tmp.unlink()
     for tmp in out.iterdir():  # a run killed while writing index.json
         if is_temp_of(INDEX, tmp.name):
             tmp.unlink()
-    parts_dir = out / PARTS_DIR
-    parts_dir.mkdir(exist_ok=True)
-    markers = _unit_markers(out, fp, n_units)
-    firsts = _first_shards(out, fp, markers, n_units)
 
-    def final(u: int, j: int) -> ShardFiles | None:
-        if firsts is None or j >= firsts[u + 1] - firsts[u]:
-            return None
-        return final_files(out, prefix, firsts[u] + j)
 
-    pattern = re.compile(r"^u(\d{6})-(\d{6})\.json$")
-    # (unit, part) -> the files (tar, and .idx with dali_index) to check, with their sha256
+def _numbered_files(
+    out: Path, prefix: str, firsts: list[int] | None, u: int, j: int
+) -> ShardFiles | None:
+    """The shard files part `j` of unit `u` is renamed to by numbering; None while numbering
+    cannot have begun or when the saved counts give the unit fewer parts."""
+    if firsts is None or j >= firsts[u + 1] - firsts[u]:
+        return None
+    return final_files(out, prefix, firsts[u] + j)
+
+
+def _committed_candidates(
+    out: Path,
+    fp: str,
+    n_units: int,
+    dali: bool,
+    final: Callable[[int, int], ShardFiles | None],
+) -> dict[tuple[int, int], list[tuple[str, str]]]:
+    """The parts whose stats file is this run's and whose files are all there, at the part's
+    name or already at its shard name: (unit, part) -> the files (tar, and .idx with
+    `dali`) to check, with their sha256. Any other stats file is deleted."""
     candidates: dict[tuple[int, int], list[tuple[str, str]]] = {}
-    for stats_file in sorted(parts_dir.glob("u*-*.json")):
-        match = pattern.match(stats_file.name)
+    for stats_file in sorted((out / PARTS_DIR).glob("u*-*.json")):
+        match = _PART_STATS.match(stats_file.name)
         stats = _load_json(stats_file)
         key = (int(match.group(1)), int(match.group(2))) if match else (-1, -1)
         ok = stats is not None and stats.get("fingerprint") == fp and 0 <= key[0] < n_units
@@ -920,6 +956,17 @@ def committed_parts(
             candidates[key] = _checked_files(stats, tar, idx if dali else None)
         else:
             stats_file.unlink()
+    return candidates
+
+
+def _numbered_finals(
+    out: Path,
+    fp: str,
+    dali: bool,
+    candidates: dict[tuple[int, int], list[tuple[str, str]]],
+) -> dict[int, list[tuple[str, str]]]:
+    """This run's numbered shards that are whole and not already a candidate part's files:
+    shard number -> the files to check, with their sha256."""
     finals: dict[int, list[tuple[str, str]]] = {}
     at_final = {files[0][0] for files in candidates.values()}
     for stats_file in sorted((out / STATS_DIR).glob("*.json")):
@@ -930,6 +977,20 @@ def committed_parts(
         whole = tar.is_file() and (not dali or idx.is_file())
         if mine and whole and str(tar) not in at_final:
             finals[int(stats["shard"])] = _checked_files(stats, tar, idx if dali else None)
+    return finals
+
+
+def _redo_changed(
+    spark: Any,
+    out: Path,
+    prefix: str,
+    n_units: int,
+    firsts: list[int] | None,
+    candidates: dict[tuple[int, int], list[tuple[str, str]]],
+    finals: dict[int, list[tuple[str, str]]],
+) -> set[int]:
+    """Checksum every candidate part and numbered shard (one Spark job); drop the changed
+    ones from `candidates` and `finals`, deleting changed shards, and return their units."""
     items = [("part", u, j, *f) for (u, j), files in sorted(candidates.items()) for f in files]
     items += [("final", g, 0, *f) for g, files in sorted(finals.items()) for f in files]
     redo: set[int] = set()
@@ -950,22 +1011,27 @@ def committed_parts(
         final_files(out, prefix, a).stats.unlink(missing_ok=True)
         finals.pop(a, None)
         redo.add(unit)
-    done = set(markers)
-    for u in sorted(done - redo):
+    return redo
+
+
+def _incomplete_units(
+    markers: dict[int, dict[str, Any]],
+    units: set[int],
+    candidates: dict[tuple[int, int], list[tuple[str, str]]],
+    finals: dict[int, list[tuple[str, str]]],
+    final: Callable[[int, int], ShardFiles | None],
+) -> set[int]:
+    """The marked `units` that lack a part their marker counts, neither committed under
+    `_parts/` nor numbered."""
+    redo: set[int] = set()
+    for u in sorted(units):
         first = final(u, 0)
         for j in range(int(markers[u]["parts"])):
             if (u, j) not in candidates and (first is None or first.number + j not in finals):
                 warn(JOB, f"part {j} of unit {u} is missing or truncated; writing the unit again")
                 redo.add(u)
                 break
-    for u in sorted(redo & done):
-        done.discard(u)
-        unit_marker(out, u).unlink(missing_ok=True)
-    keep = {part_files(out, u, j).tar.stem for u, j in candidates}
-    for path in parts_dir.iterdir():
-        if path.stem not in keep and pattern.match(path.stem + ".json"):
-            path.unlink()
-    return done, set(candidates)
+    return redo
 
 
 def _checked_files(stats: dict[str, Any], tar: Path, idx: Path | None) -> list[tuple[str, str]]:

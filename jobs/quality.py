@@ -150,6 +150,26 @@ def _gx_message(exc: BaseException) -> str:
 
 def parse_suite(text: str, where: str) -> Suite:
     """A suite from its JSON text; every problem is a `ConfigError` naming the check."""
+    name, raw, defaults = _suite_fields(text, where)
+    checks: list[Check] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for i, exp in enumerate(raw, start=1):
+        parsed = _parse_check(i, exp, seen)
+        if isinstance(parsed, Check):
+            checks.append(parsed)
+        else:
+            problems.append(parsed)
+    if problems:
+        raise ConfigError(f"suite {where}: " + "; ".join(problems))
+    suite = Suite(name=name, source=where, checks=tuple(checks), defaults=dict(defaults))
+    _gx_suite(suite, suite.checks)  # fails loudly if GX would still drop an entry
+    return suite
+
+
+def _suite_fields(text: str, where: str) -> tuple[str, list[Any], dict[str, Any]]:
+    """(name, expectations, suite_parameters) of a suite's JSON text, each checked for its
+    type; a problem is a `ConfigError`."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -168,69 +188,55 @@ def parse_suite(text: str, where: str) -> Suite:
     defaults = data.get("suite_parameters") or {}
     if not isinstance(defaults, dict):
         raise ConfigError(f"suite {where}: `suite_parameters` must be an object")
+    return name, raw, defaults
 
-    checks: list[Check] = []
-    problems: list[str] = []
-    seen: set[str] = set()
-    for i, exp in enumerate(raw, start=1):
-        label = f"expectation {i}"
-        if not isinstance(exp, dict):
-            problems.append(f"{label} is not an object")
-            continue
-        exp = {k: v for k, v in exp.items() if k != "id"}  # GX exports carry ids; ignore them
-        label = f"expectation {i} ({exp.get('type', '?')})"
-        bad_keys = sorted(set(exp) - _EXPECTATION_KEYS)
-        if bad_keys:
-            problems.append(f"{label}: unknown key(s) {', '.join(bad_keys)}")
-            continue
-        kwargs = exp.get("kwargs")
-        if not isinstance(exp.get("type"), str) or not isinstance(kwargs, dict):
-            problems.append(f"{label}: needs a string `type` and an object `kwargs`")
-            continue
-        meta = dict(exp.get("meta") or {})
-        severity = str(exp.get("severity", "critical"))
-        if severity not in SEVERITIES:
-            problems.append(f"{label}: severity {severity!r} is not one of {', '.join(SEVERITIES)}")
-            continue
-        bad_meta = sorted(k for k in meta if k not in _META_KEYS and not k.startswith("x_"))
-        if bad_meta:
-            problems.append(f"{label}: unknown meta key(s) {', '.join(bad_meta)}")
-            continue
-        frame = str(meta.get("frame", "docs"))
-        if frame not in FRAMES:
-            problems.append(f"{label}: meta.frame {frame!r} is not one of {', '.join(FRAMES)}")
-            continue
-        column = kwargs.get("column")
-        check_name = str(meta.get("name") or (f"{exp['type']}:{column}" if column else exp["type"]))
-        if check_name in seen:
-            problems.append(f"{label}: meta.name {check_name!r} is used twice")
-            continue
-        seen.add(check_name)
-        meta["name"] = check_name
-        config = {**exp, "meta": meta, "severity": severity}
-        try:
-            _build_gx_expectation(config)
-        except Exception as exc:  # GX raises several kinds; each is a broken suite entry
-            problems.append(f"{label}: {_gx_message(exc)}")
-            continue
-        checks.append(
-            Check(
-                name=check_name,
-                type=exp["type"],
-                severity=severity,
-                frame=frame,
-                column=str(meta["column"]) if meta.get("column") else column,
-                enabled_by=meta.get("enabled_by"),
-                optional_column=meta.get("optional_column"),
-                parameters=tuple(dict.fromkeys(_parameter_names(kwargs))),
-                config=config,
-            )
-        )
-    if problems:
-        raise ConfigError(f"suite {where}: " + "; ".join(problems))
-    suite = Suite(name=name, source=where, checks=tuple(checks), defaults=dict(defaults))
-    _gx_suite(suite, suite.checks)  # fails loudly if GX would still drop an entry
-    return suite
+
+def _parse_check(i: int, exp: Any, seen: set[str]) -> Check | str:
+    """Expectation number `i` of a suite as a `Check`, or the problem with it; adds the
+    check's name to `seen`, the names taken so far."""
+    label = f"expectation {i}"
+    if not isinstance(exp, dict):
+        return f"{label} is not an object"
+    exp = {k: v for k, v in exp.items() if k != "id"}  # GX exports carry ids; ignore them
+    label = f"expectation {i} ({exp.get('type', '?')})"
+    bad_keys = sorted(set(exp) - _EXPECTATION_KEYS)
+    if bad_keys:
+        return f"{label}: unknown key(s) {', '.join(bad_keys)}"
+    kwargs = exp.get("kwargs")
+    if not isinstance(exp.get("type"), str) or not isinstance(kwargs, dict):
+        return f"{label}: needs a string `type` and an object `kwargs`"
+    meta = dict(exp.get("meta") or {})
+    severity = str(exp.get("severity", "critical"))
+    if severity not in SEVERITIES:
+        return f"{label}: severity {severity!r} is not one of {', '.join(SEVERITIES)}"
+    bad_meta = sorted(k for k in meta if k not in _META_KEYS and not k.startswith("x_"))
+    if bad_meta:
+        return f"{label}: unknown meta key(s) {', '.join(bad_meta)}"
+    frame = str(meta.get("frame", "docs"))
+    if frame not in FRAMES:
+        return f"{label}: meta.frame {frame!r} is not one of {', '.join(FRAMES)}"
+    column = kwargs.get("column")
+    check_name = str(meta.get("name") or (f"{exp['type']}:{column}" if column else exp["type"]))
+    if check_name in seen:
+        return f"{label}: meta.name {check_name!r} is used twice"
+    seen.add(check_name)
+    meta["name"] = check_name
+    config = {**exp, "meta": meta, "severity": severity}
+    try:
+        _build_gx_expectation(config)
+    except Exception as exc:  # GX raises several kinds; each is a broken suite entry
+        return f"{label}: {_gx_message(exc)}"
+    return Check(
+        name=check_name,
+        type=exp["type"],
+        severity=severity,
+        frame=frame,
+        column=str(meta["column"]) if meta.get("column") else column,
+        enabled_by=meta.get("enabled_by"),
+        optional_column=meta.get("optional_column"),
+        parameters=tuple(dict.fromkeys(_parameter_names(kwargs))),
+        config=config,
+    )
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
@@ -585,10 +591,38 @@ def run_suite(
     text_column = str(values.get("text_column") or TEXT)
     values["id_column"], values["text_column"] = id_column, text_column
     spark = df.sparkSession
+    active, skipped = _active_checks(suite, values)
+    absent: dict[str, str] = {}
+    frames, by_frame = _check_frames(df, active, values, duplicates, skipped, absent)
+    try:
+        gx_params = {k: v for k, v in values.items() if k not in _FRAME_INPUTS}
+        results = _results(suite, spark, frames, by_frame, gx_params)
+        examples = _failure_examples(suite, spark, frames, by_frame, results, gx_params)
+    finally:
+        docs = frames.get("docs")
+        if isinstance(docs, DataFrame):
+            docs.unpersist()
+    columns = {ID: id_column, TEXT: text_column}
+    records = [
+        _suite_record(check, columns, results, skipped, absent, examples) for check in suite.checks
+    ]
+    passed, highest = summarise(records)
+    return {
+        "suite": suite.name,
+        "source": suite.source,
+        "passed": passed,
+        "highest_failed_severity": highest,
+        "checks": records,
+        "parameters": _jsonable(values),
+        "seconds": round(time.perf_counter() - start, 3),
+    }
 
+
+def _active_checks(suite: Suite, values: Mapping[str, Any]) -> tuple[list[Check], dict[str, str]]:
+    """(the checks to run, {skipped check: why}): a check whose `enabled_by` parameter is
+    unset is skipped. A parameter a check to run needs but lacks is a `ConfigError`."""
     active: list[Check] = []
     skipped: dict[str, str] = {}
-    absent: dict[str, str] = {}
     for check in suite.checks:
         if check.enabled_by and not _truthy(values.get(check.enabled_by)):
             skipped[check.name] = f"{check.enabled_by} is not set"
@@ -603,7 +637,21 @@ def run_suite(
             f"suite {suite.source} needs parameter(s) {', '.join(missing)} "
             "(check: --param NAME=VALUE)"
         )
+    return active, skipped
 
+
+def _check_frames(
+    df: DataFrame,
+    active: list[Check],
+    values: Mapping[str, Any],
+    duplicates: DataFrame | None,
+    skipped: dict[str, str],
+    absent: dict[str, str],
+) -> tuple[dict[str, DataFrame | pd.DataFrame], dict[str, list[Check]]]:
+    """(frames, checks by frame): the frames the `active` checks validate, built once each,
+    and the checks that can run on them. A check that cannot is added to `skipped` (with
+    why) or, when its column is missing, to `absent` (with the column)."""
+    id_column, text_column = str(values["id_column"]), str(values["text_column"])
     frames: dict[str, DataFrame | pd.DataFrame] = {}
     by_frame: dict[str, list[Check]] = {}
     derived = {str(c.config["kwargs"].get("column")) for c in active if c.frame == "docs"}
@@ -633,66 +681,80 @@ def run_suite(
             absent[check.name] = column
             continue
         by_frame.setdefault(check.frame, []).append(check)
+    return frames, by_frame
 
-    try:
-        gx_params = {k: v for k, v in values.items() if k not in _FRAME_INPUTS}
-        results: dict[str, dict[str, Any]] = {}
-        for frame, checks in by_frame.items():
-            # BASIC with no partial list: observed values and unexpected counts, and no per-check
-            # scan for examples (Spark turns LIMIT 0 into an empty relation).
-            fmt = {"result_format": "BASIC", "partial_unexpected_count": 0}
-            results.update(_validate(suite, spark, frame, frames[frame], checks, gx_params, fmt))
 
-        examples: dict[str, list[Any]] = {}
-        keys = {"docs": ID, "missing": "column"}
-        for frame, checks in by_frame.items():
-            key = keys.get(frame)
-            failed = [c for c in checks if _is_map_failure(results.get(c.name))]
-            if key is None or key not in frames[frame].columns or not failed:
-                continue
-            # Only failed per-row checks pay for a second pass that names offending rows.
-            fmt = {
-                "result_format": "SUMMARY",
-                "partial_unexpected_count": EXAMPLES,
-                "unexpected_index_column_names": [key],
-            }
-            detail = _validate(suite, spark, frame, frames[frame], failed, gx_params, fmt)
-            for name, result in detail.items():
-                examples[name] = _examples(result, key)
-    finally:
-        docs = frames.get("docs")
-        if isinstance(docs, DataFrame):
-            docs.unpersist()
+def _results(
+    suite: Suite,
+    spark: SparkSession,
+    frames: Mapping[str, DataFrame | pd.DataFrame],
+    by_frame: Mapping[str, list[Check]],
+    gx_params: dict[str, Any],
+) -> dict[str, dict[str, Any]]:
+    """Every runnable check's GX result by check name: one validation per frame."""
+    results: dict[str, dict[str, Any]] = {}
+    for frame, checks in by_frame.items():
+        # BASIC with no partial list: observed values and unexpected counts, and no per-check
+        # scan for examples (Spark turns LIMIT 0 into an empty relation).
+        fmt = {"result_format": "BASIC", "partial_unexpected_count": 0}
+        results.update(_validate(suite, spark, frame, frames[frame], checks, gx_params, fmt))
+    return results
 
-    columns = {ID: id_column, TEXT: text_column}
-    records = []
-    for check in suite.checks:
-        record = _record(check, columns, results.get(check.name))
-        if check.name in skipped:
-            record["detail"] = skipped[check.name]
-        if check.name in absent:
-            name = absent[check.name]
-            shown = columns.get(name, record["column"] if name.startswith("_") else name)
-            record.update(
-                success=False,
-                status=_status(check.severity, False),
-                detail=f"column {shown} does not exist",
-            )
-        if check.name in examples:
-            record["examples"] = examples[check.name]
-            if check.frame == "missing" and examples[check.name]:
-                record["column"] = ", ".join(str(v) for v in examples[check.name])
-        records.append(record)
-    passed, highest = summarise(records)
-    return {
-        "suite": suite.name,
-        "source": suite.source,
-        "passed": passed,
-        "highest_failed_severity": highest,
-        "checks": records,
-        "parameters": _jsonable(values),
-        "seconds": round(time.perf_counter() - start, 3),
-    }
+
+def _failure_examples(
+    suite: Suite,
+    spark: SparkSession,
+    frames: Mapping[str, DataFrame | pd.DataFrame],
+    by_frame: Mapping[str, list[Check]],
+    results: Mapping[str, dict[str, Any]],
+    gx_params: dict[str, Any],
+) -> dict[str, list[Any]]:
+    """The offending keys (doc_ids, column names) of each failed per-row check, by name."""
+    examples: dict[str, list[Any]] = {}
+    keys = {"docs": ID, "missing": "column"}
+    for frame, checks in by_frame.items():
+        key = keys.get(frame)
+        failed = [c for c in checks if _is_map_failure(results.get(c.name))]
+        if key is None or key not in frames[frame].columns or not failed:
+            continue
+        # Only failed per-row checks pay for a second pass that names offending rows.
+        fmt = {
+            "result_format": "SUMMARY",
+            "partial_unexpected_count": EXAMPLES,
+            "unexpected_index_column_names": [key],
+        }
+        detail = _validate(suite, spark, frame, frames[frame], failed, gx_params, fmt)
+        for name, result in detail.items():
+            examples[name] = _examples(result, key)
+    return examples
+
+
+def _suite_record(
+    check: Check,
+    columns: Mapping[str, str],
+    results: Mapping[str, dict[str, Any]],
+    skipped: Mapping[str, str],
+    absent: Mapping[str, str],
+    examples: Mapping[str, list[Any]],
+) -> dict[str, Any]:
+    """The check's record in `run_suite`'s result: `_record` of its GX result, with why it
+    was skipped, its missing column, or its examples."""
+    record = _record(check, columns, results.get(check.name))
+    if check.name in skipped:
+        record["detail"] = skipped[check.name]
+    if check.name in absent:
+        name = absent[check.name]
+        shown = columns.get(name, record["column"] if name.startswith("_") else name)
+        record.update(
+            success=False,
+            status=_status(check.severity, False),
+            detail=f"column {shown} does not exist",
+        )
+    if check.name in examples:
+        record["examples"] = examples[check.name]
+        if check.frame == "missing" and examples[check.name]:
+            record["column"] = ", ".join(str(v) for v in examples[check.name])
+    return record
 
 
 def audit_clean_output(
