@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from pydantic import ValidationError
 
 from corpusclean.jobs import log
 from corpusclean.jobs.atomic import write_text_atomic
@@ -22,6 +23,7 @@ from corpusclean.jobs.errors import ConfigError, InputError, RejectedError, Usag
 from corpusclean.jobs.paths import detect_format, is_remote, resolved
 from corpusclean.jobs.publish import MARKER, SUCCESS
 from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.pipelines.base import Pipeline
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -104,6 +106,22 @@ def is_clean_output(path: str) -> bool:
     return p.is_dir() and any((p / name).exists() for name in ("report.json", "_corpusclean.json"))
 
 
+def _stage_params(cfg: dict[str, Any]) -> dict[str, object]:
+    """The stage parameters of the run that wrote a report, through the stage registry (its
+    `stages` and their sections; a report older than `stages` ran the default list). Its
+    Spark settings are not re-checked: they belong to the machine that ran it."""
+    try:
+        resolved = CleanConfig.model_validate({k: v for k, v in cfg.items() if k != "spark"})
+    except ValidationError as exc:
+        log.warn(
+            JOB,
+            f"the report's config is not one this corpusclean reads "
+            f"({exc.errors()[0]['msg']}); stage checks use neutral values",
+        )
+        return audit_stage_params(Pipeline(()))
+    return audit_stage_params(resolved.pipeline())
+
+
 def params_from_report(report: dict[str, Any]) -> dict[str, object]:
     """Suite parameters of a clean output from its report.json (config, counts, column stats)."""
     cfg = report.get("config") or {}
@@ -113,14 +131,12 @@ def params_from_report(report: dict[str, Any]) -> dict[str, object]:
         return value.get(key) if isinstance(value, dict) else None
 
     params: dict[str, object] = {
+        **_stage_params(cfg),
         "id_column": get("columns", "id"),
         "text_column": get("columns", "text"),
-        "min_chars": get("rules", "min_chars"),
-        "max_chars": get("rules", "max_chars"),
         "min_retention": get("gate", "min_retention"),
         "review_threshold": get("missing", "review_threshold"),
         "allowed_langs": get("audit", "allowed_langs"),
-        "exact_dedup": get("exact_dedup", "enabled"),
         "rows_in": report.get("input_rows"),
         "rows_out": report.get("output_rows"),
     }

@@ -333,9 +333,10 @@ def docs_frame(
             out = out.withColumn("_bad_char_ratio", ratio.otherwise(F.lit(0.0)).cast(DoubleType()))
         out = out.drop("_text_checks")
     if "_removed_in" in wanted and duplicates is not None and ID in out.columns:
-        # doc_id-stage rows share the survivor's id; doc_id uniqueness is checked on its own.
+        # A loser that shares its survivor's id (the doc_id stage's groups) is no removed
+        # document: doc_id uniqueness is checked on its own.
         removed = (
-            duplicates.where(~F.col("kept") & (F.col("stage") != "doc_id"))
+            duplicates.where(~F.col("kept") & (F.col("doc_id") != F.col("cluster_id")))
             .groupBy(F.col("doc_id").alias("_dup_doc_id"))
             .agg(F.min("stage").alias("_removed_in"))
         )
