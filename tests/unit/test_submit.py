@@ -26,7 +26,11 @@ def _modules_on_disk() -> set[str]:
     root = Path(__file__).parents[2]
     names = {f"corpusclean.{p.stem}" for p in (root / "src/corpusclean").glob("*.py")}
     for sub in ("jobs", "pipelines", "schemas", "conf"):
-        names |= {f"corpusclean.{sub}.{p.stem}" for p in (root / sub).glob("*.py")}
+        # Subpackages too (pipelines/filters/): each of their modules must be in the zip.
+        for p in (root / sub).rglob("*.py"):
+            if "__pycache__" not in p.parts:
+                dotted = ".".join(p.relative_to(root / sub).with_suffix("").parts)
+                names.add(f"corpusclean.{sub}.{dotted}")
     return {n.removesuffix(".__init__") for n in names}
 
 
