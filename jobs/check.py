@@ -109,7 +109,10 @@ def is_clean_output(path: str) -> bool:
 def _stage_params(cfg: dict[str, Any]) -> dict[str, object]:
     """The stage parameters of the run that wrote a report, through the stage registry (its
     `stages` and their sections; a report older than `stages` ran the default list). Its
-    Spark settings are not re-checked: they belong to the machine that ran it."""
+    Spark settings are not re-checked: they belong to the machine that ran it. A report
+    without a config gives none: its stages' parameters are unknown, not the defaults."""
+    if not cfg:
+        return {}
     try:
         resolved = CleanConfig.model_validate({k: v for k, v in cfg.items() if k != "spark"})
     except ValidationError as exc:

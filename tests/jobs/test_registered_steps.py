@@ -17,6 +17,7 @@ import pytest
 from pydantic import Field
 from pyspark import cloudpickle
 from pyspark.sql import Column
+from pyspark.sql.types import StringType, StructField, StructType
 
 from corpusclean.jobs import clean
 from corpusclean.jobs.sample import generate
@@ -116,7 +117,9 @@ def test_registered_filters_run_in_the_one_pass_with_reasons_stages_and_scores(
         "--output",
         str(out),
         "--set",
-        "stages=[rules, marker, shouting, max_line_length, doc_id, exact]",
+        "stages=[rules, marker, shouting, max_line_length, doc_id, exact, near]",
+        "--set",
+        "near_dedup.enabled=false",
         "--set",
         "max_line_length.max_chars=20000",
         "--set",
@@ -125,7 +128,7 @@ def test_registered_filters_run_in_the_one_pass_with_reasons_stages_and_scores(
     assert clean.main(args) == 0
     report = json.loads((out / "report.json").read_text())
     names = [s["name"] for s in report["stages"]]
-    assert names[:7] == [
+    assert names[:8] == [
         "read",
         "rules",
         "marker",
@@ -133,8 +136,12 @@ def test_registered_filters_run_in_the_one_pass_with_reasons_stages_and_scores(
         "max_line_length",
         "doc_id",
         "exact",
+        "near",
     ]
-    assert "near" not in names and "near_dedup" not in report
+    # A listed stage switched off keeps its funnel line and its figures say so.
+    near = next(s for s in report["stages"] if s["name"] == "near")
+    assert near["note"] == "disabled" and near["rows_in"] == near["rows_out"]
+    assert report["near_dedup"] == {"enabled": False, "ran": False}
     assert list(report["removed"]) == [
         "rules",
         "marker",
@@ -142,8 +149,10 @@ def test_registered_filters_run_in_the_one_pass_with_reasons_stages_and_scores(
         "max_line_length",
         "doc_id",
         "exact",
+        "near",
     ]
-    assert report["config"]["stages"] == names[1:7]
+    assert report["removed"]["near"] == 0
+    assert report["config"]["stages"] == names[1:8]
     assert report["config"]["max_line_length"] == {"enabled": True, "max_chars": 20_000}
     rejected = ds.dataset(out / "rejected").to_table().to_pylist()
     # The funnel counts what rejected/ holds (the sample has upper-case variants and long
@@ -177,22 +186,25 @@ def test_registered_filters_run_in_the_one_pass_with_reasons_stages_and_scores(
     assert "shouting" in html and "max_line_length" in html
 
 
-def test_a_disabled_stage_keeps_its_funnel_line_and_an_unknown_one_is_refused(
-    spark, registered, corpus: Path, tmp_path: Path, capsys
+def test_an_unknown_stage_is_refused_in_one_line_before_spark(
+    registered, corpus: Path, tmp_path: Path, capsys
 ) -> None:
-    out = tmp_path / "out"
-    base = ["--input", str(corpus), "--output", str(out), "--set", "audit.enabled=false"]
-    stages = ["--set", "stages=[rules, shouting, doc_id, exact, near]"]
-    off = ["--set", "shouting.enabled=false", "--set", "near_dedup.enabled=false"]
-    assert clean.main([*base, *stages, *off]) == 0
-    report = json.loads((out / "report.json").read_text())
-    line = next(s for s in report["stages"] if s["name"] == "shouting")
-    assert line["note"] == "disabled" and line["rows_in"] == line["rows_out"]
-    assert report["removed"]["shouting"] == 0
-    assert report["near_dedup"] == {"enabled": False, "ran": False}
-    rejected = ds.dataset(out / "rejected").to_table()
-    assert SHOUT not in rejected.schema.names  # a disabled scorer adds no column
-    capsys.readouterr()
-    assert clean.main([*base, "--set", "stages=[rules, shoutin]"]) == 1
+    args = ["--input", str(corpus), "--output", str(tmp_path / "out")]
+    assert clean.main([*args, "--set", "stages=[rules, shoutin]"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown stage 'shoutin'" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_enabled_scorers_and_features_join_the_read_pass(registered) -> None:
+    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.pipelines.content import ReadPass
+
+    stages = "stages=[rules, shouting, max_line_length, doc_id, exact, near]"
+    cfg = load_clean_config(None, [stages, "shouting.enabled=false", "near_dedup.enabled=false"])
+    pipe = cfg.pipeline()
+    assert [f.name for f in pipe.scorers()] == ["max_line_length"]
+    assert pipe.text_features() == []
+    schema = StructType([StructField("doc_id", StringType()), StructField("text", StringType())])
+    out = ReadPass("text", tuple(pipe.scorers()), tuple(pipe.text_features())).schema(schema)
+    assert out.fieldNames() == ["doc_id", score_column("max_line_length"), "_norm_hash"]
