@@ -27,6 +27,8 @@ from corpusclean.pipelines.columns import score_column
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 SHOUT = score_column("shouting")
+# The end-to-end run's stages: two filters defined here, the shipped scorer, the built-ins.
+STAGES = ["rules", "marker", "shouting", "max_line_length", "doc_id", "exact", "near"]
 
 
 class ShoutingParams(StepParams):
@@ -117,7 +119,7 @@ def test_registered_filters_run_in_the_one_pass_with_reasons_stages_and_scores(
         "--output",
         str(out),
         "--set",
-        "stages=[rules, marker, shouting, max_line_length, doc_id, exact, near]",
+        f"stages=[{', '.join(STAGES)}]",
         "--set",
         "near_dedup.enabled=false",
         "--set",
@@ -128,29 +130,12 @@ def test_registered_filters_run_in_the_one_pass_with_reasons_stages_and_scores(
     assert clean.main(args) == 0
     report = json.loads((out / "report.json").read_text())
     names = [s["name"] for s in report["stages"]]
-    assert names[:8] == [
-        "read",
-        "rules",
-        "marker",
-        "shouting",
-        "max_line_length",
-        "doc_id",
-        "exact",
-        "near",
-    ]
+    assert names[:8] == ["read", *STAGES]
     # A listed stage switched off keeps its funnel line and its figures say so.
     near = next(s for s in report["stages"] if s["name"] == "near")
     assert near["note"] == "disabled" and near["rows_in"] == near["rows_out"]
     assert report["near_dedup"] == {"enabled": False, "ran": False}
-    assert list(report["removed"]) == [
-        "rules",
-        "marker",
-        "shouting",
-        "max_line_length",
-        "doc_id",
-        "exact",
-        "near",
-    ]
+    assert list(report["removed"]) == STAGES
     assert report["removed"]["near"] == 0
     assert report["config"]["stages"] == names[1:8]
     assert report["config"]["max_line_length"] == {"enabled": True, "max_chars": 20_000}
