@@ -53,6 +53,7 @@ from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.session import (
     build_session,
     check_shared_output,
+    count_jobs,
     effective_settings,
     executor_facts,
 )
@@ -95,6 +96,7 @@ class Stage:
     rows_out: int | None
     seconds: float
     note: str | None = None
+    jobs: int = 0  # Spark jobs this line's work started (0 for work done in another line)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -102,6 +104,7 @@ class Stage:
             "rows_in": self.rows_in,
             "rows_out": self.rows_out,
             "seconds": round(self.seconds, 3),
+            "jobs": self.jobs,
         }
         if self.note:
             out["note"] = self.note
@@ -132,6 +135,10 @@ class Run:
     input_schema: StructType = field(default_factory=StructType)
     lines: bool = False  # JSON Lines input: its bad lines have a funnel line
     started: float = field(default_factory=time.time)
+    # Spark jobs counted so far (the run's job group is its run id): each funnel line gets the
+    # jobs started since the line before it.
+    spark: SparkSession | None = None
+    jobs: int = 0
 
     def __post_init__(self) -> None:
         self.pipeline: Pipeline = self.config.pipeline()
@@ -144,7 +151,11 @@ class Run:
         return lines + [f.name for f in self.pipeline.filters]
 
     def stage(self, stage: Stage) -> None:
-        """Add a line to the report's funnel (its progress lines are printed as it runs)."""
+        """Add a line to the report's funnel (its progress lines are printed as it runs), with
+        the Spark jobs started since the previous line."""
+        if self.spark is not None:
+            now = count_jobs(self.spark, self.run_id)
+            stage.jobs, self.jobs = now - self.jobs, now
         self.stages.append(stage)
 
 
@@ -283,7 +294,9 @@ def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -
     staging = publisher.prepare()  # holds the output's lock until close()
     try:
         work = staging / "_work"
-        run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg)
+        run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg, spark=spark)
+        # Every job of the run in one group, so the report can count them.
+        spark.sparkContext.setJobGroup(run.run_id, f"corpusclean clean {run.run_id}")
         log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
         hold("prepared")
         try:
@@ -302,6 +315,8 @@ def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -
         publisher.publish()
     finally:
         publisher.close()
+        # A shared session (tests, notebooks) must not tag its later jobs with this run.
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     log.info(JOB, f"published {run.output_rows:,} docs to {output}")
     return run
 
@@ -752,6 +767,8 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
                 # What the running session holds for each setting the config asked for.
                 "settings": effective_settings(spark, list(cfg.spark)),
                 **executor_facts(spark),
+                # Spark jobs the run started (each funnel line has its own `jobs`).
+                "jobs": count_jobs(spark, run.run_id),
             },
             "seconds": round(time.time() - run.started, 3),
         }

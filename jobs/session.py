@@ -120,6 +120,15 @@ def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> Sp
     return spark
 
 
+def count_jobs(spark: SparkSession, group: str) -> int:
+    """Spark jobs started so far under the job group `group` (set with `setJobGroup`).
+
+    Read from Spark's status store, which keeps the last `spark.ui.retainedJobs` (1000) jobs:
+    a run of more jobs than that is counted as 1000.
+    """
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
 def effective_settings(spark: SparkSession, keys: list[str]) -> dict[str, str | None]:
     """What the running session holds for each of `keys` (for the report)."""
     out: dict[str, str | None] = {}

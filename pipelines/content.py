@@ -23,11 +23,6 @@ from corpusclean.pipelines.arrowbuf import value_buffers
 from corpusclean.pipelines.base import Filter, TextFeature
 from corpusclean.pipelines.columns import NORM_HASH, REASON, STAGE
 
-# The bytes RE2's `\s` matches (tab, LF, FF, CR, space): the whitespace the hash collapses. NFKC
-# has already turned the other Unicode spaces (NBSP, ideographic space, ...) into U+0020.
-_WS_BYTES = np.zeros(256, dtype=bool)
-_WS_BYTES[[9, 10, 12, 13, 32]] = True
-
 
 def collapse_whitespace(texts: pa.Array) -> pa.Array:
     r"""Each run of ASCII whitespace (RE2's `\s`) replaced by one space; nulls stay null.
@@ -44,16 +39,22 @@ def collapse_whitespace(texts: pa.Array) -> pa.Array:
     rel, data = value_buffers(texts, relative=True)
     if data.size == 0:
         return texts
-    ws = _WS_BYTES[data]
+    # The bytes RE2's `\s` matches: space, and tab, LF, FF, CR (9-13 but not VT, 11). NFKC has
+    # already turned the other Unicode spaces (NBSP, ideographic space, ...) into U+0020.
+    # Comparisons, not a 256-entry lookup: the lookup is a gather, 2.5x slower on 44 MB.
+    other = (data - np.uint8(9)) <= np.uint8(4)
+    other &= data != 11
+    ws = other | (data == 32)
     # A whitespace byte is dropped when the byte before it, in the same string, is whitespace
     # too; otherwise it is the first of its run and becomes a space.
     drop = np.zeros(data.size, dtype=bool)
     np.logical_and(ws[1:], ws[:-1], out=drop[1:])
     drop[rel[:-1][rel[:-1] < data.size]] = False
     dropped = np.flatnonzero(drop)
-    if dropped.size == 0 and not np.any(ws & (data != 32)):
+    if dropped.size == 0 and not other.any():
         return texts
-    out = np.where(ws, np.uint8(32), data)
+    out = data.copy()
+    out[other] = 32
     if dropped.size:
         out = np.delete(out, dropped)
     new_offsets = (rel - np.searchsorted(dropped, rel)).astype(width)
@@ -85,10 +86,16 @@ def normalise_text(texts: pa.Array) -> pa.Array:
 def content_hashes(texts: pa.Array) -> pa.Array:
     """128-bit BLAKE2b of each normalised text (null stays null), as binary(16)."""
     norm = normalise_text(texts)
+    offsets, data = value_buffers(norm)
+    # Hashed from the Arrow buffer: the same UTF-8 bytes str.encode gives, without making and
+    # re-encoding a Python str per document (1.5x faster).
+    view = memoryview(data)
+    bounds = offsets.tolist()
+    valid = pc.is_valid(norm).to_numpy(zero_copy_only=False).tolist()
     return pa.array(
         [
-            None if t is None else hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest()
-            for t in norm.to_pylist()
+            hashlib.blake2b(view[a:b], digest_size=16).digest() if ok else None
+            for a, b, ok in zip(bounds[:-1], bounds[1:], valid, strict=True)
         ],
         pa.binary(),
     )

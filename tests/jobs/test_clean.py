@@ -259,6 +259,12 @@ def test_stage_lines_start_and_end_in_order_as_the_stages_run(
     by_name = {s["name"]: s for s in report["stages"]}
     assert by_name["rules"]["rows_out"] == 2_000 - report["removed"]["rules"]
     assert by_name["near"]["rows_out"] == report["output_rows"]
+    # Every Spark job of the run is counted once, on the line whose work started it: the
+    # stages that ran inside another stage's pass start none.
+    jobs = {s["name"]: s["jobs"] for s in report["stages"]}
+    assert jobs["read"] >= 1 and jobs["doc_id"] >= 1 and jobs["near"] >= 1 and jobs["write"] >= 1
+    assert jobs["rules"] == jobs["exact"] == jobs["gate"] == 0
+    assert report["spark"]["jobs"] == sum(jobs.values())
     done = [ln for ln in lines if ln[11:].startswith("done:")]
     assert f"{report['output_rows']:,} rows" in done[2], done  # near's end line has its rows
 

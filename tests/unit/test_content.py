@@ -27,6 +27,20 @@ def test_hash_equal_for_variants_and_distinct_otherwise() -> None:
     assert len(hashes[0]) == 16
 
 
+def test_hash_is_blake2b_of_the_normalised_utf8_on_slices_and_nulls() -> None:
+    """The digest is pinned: BLAKE2b-128 of the normalised text's UTF-8 bytes (exact dedup's
+    clusters and near dedup's survivor order depend on it)."""
+    import hashlib
+
+    arr = pa.array(["x", "Straße  Ｘ", None, "", "日本語\tテキスト", "a" * 5000, None, "é"])
+    for part in (arr, arr.slice(1), arr.slice(2, 4), arr.slice(7)):
+        want = [
+            None if t is None else hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest()
+            for t in normalise_text(part).to_pylist()
+        ]
+        assert content_hashes(part).to_pylist() == want
+
+
 def _re2_collapse(texts: pa.Array) -> list[str | None]:
     return pc.replace_substring_regex(texts, r"\s+", " ").to_pylist()
 
