@@ -18,8 +18,9 @@ record batches:
 (reading included, interpreter start-up not), the seconds of each step, the config, the removed
 doc_ids and the cluster (its kept doc_id) of every document in a cluster of two or more.
 
-rensa is imported only inside `run()`: near_dedup.py imports this module's siblings under the
-project's interpreter, which does not have it.
+Text without spaces (Chinese, Japanese) is one word, so one shingle of the whole document: such
+a document matches only its exact copies. rensa is imported only inside `run()`: near_dedup.py
+imports this module (for `ensure_venv()`) under the project's interpreter, which lacks it.
 """
 
 from __future__ import annotations
