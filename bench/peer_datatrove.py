@@ -20,34 +20,19 @@ import argparse
 import gzip
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VENV = HERE / "out" / "venv-datatrove"
 REQUIREMENTS = HERE / "requirements-datatrove.txt"
 
 
 def ensure_venv() -> Path:
     """The python of datatrove's venv, created and installed from the requirements if missing."""
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".installed"
-    if python.exists() and stamp.exists() and stamp.read_text() == REQUIREMENTS.read_text():
-        return python
-    shutil.rmtree(VENV, ignore_errors=True)
-    steps = [
-        [sys.executable, "-m", "venv", str(VENV)],
-        [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
-    ]
-    for cmd in steps:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"datatrove venv: {' '.join(cmd[:4])} failed: {last}")
-    stamp.write_text(REQUIREMENTS.read_text())
-    return python
+    from peer_venv import ensure_venv as ensure
+
+    return ensure("datatrove", REQUIREMENTS)
 
 
 def split_input(source: Path, folder: Path, files: int) -> None:
