@@ -5,6 +5,13 @@ smallest member are window aggregates over it, buckets of one are dropped, and e
 bucket links its members to that smallest member: k - 1 star edges per bucket of k, never
 k^2, so a bucket of 100k boilerplate pages costs 100k edges. Edges are then verified against
 the signatures, so a chance band collision cannot chain unrelated documents into one cluster.
+
+When the band keys fit the driver (`driver_max_keys`), the same edges are found there instead:
+the row ids and band keys are collected (integers only), each band is sorted in numpy, and the
+endpoints' signatures are fetched by one semi-join and compared there too. Only the texts of the
+few edges near the threshold and the survivors' ordering stay Spark jobs, so the stage is a
+handful of jobs instead of a shuffle and a write per step; both paths give the same edges,
+estimates (the same float arithmetic) and clusters.
 """
 
 from __future__ import annotations
@@ -335,11 +342,13 @@ def driver_signatures(
     One semi-join of the candidates on a broadcast frame of the ids; only the ids and their
     signatures (4 * num_perm bytes a node) cross, no document content.
     """
+    sig = np.zeros((nodes.size, num_perm), dtype="<u4")
+    found = np.zeros(nodes.size, dtype=bool)
+    if not nodes.size:
+        return sig, found
     wanted = candidates.filter(F.col(MINHASH).isNotNull()).select(ROW_ID, MINHASH)
     table = wanted.join(_id_frame(spark, nodes), ROW_ID, "left_semi").toArrow()
     got = np.asarray(table.column(ROW_ID).to_numpy(), dtype=np.int64)
-    sig = np.zeros((nodes.size, num_perm), dtype="<u4")
-    found = np.zeros(nodes.size, dtype=bool)
     at, start = np.searchsorted(nodes, got), 0
     for chunk in table.column(MINHASH).chunks:
         _, data = value_buffers(chunk, relative=True)
