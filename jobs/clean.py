@@ -462,8 +462,9 @@ class _StageRun:
     """What a cluster stage gets from the job (pipelines/base.py `StageRun`): frames it
     materialises go to the run's work folder, under the stage's name."""
 
-    def __init__(self, spark: SparkSession, work: Path, texts: DataFrame) -> None:
+    def __init__(self, spark: SparkSession, work: Path, texts: DataFrame, rows_in: int) -> None:
         self.spark = spark
+        self.rows_in = rows_in
         self.work = work
         self._texts = texts
 
@@ -499,7 +500,7 @@ def _dedup(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFra
         while not head.clusters_on_driver and i < len(stages) and _joins(stages[i]):
             unit.append(stages[i])
             i += 1
-        run_for = _StageRun(spark, work / head.name, texts)
+        run_for = _StageRun(spark, work / head.name, texts, run.output_rows)
         decisions = _run_unit(spark, run, unit, decisions, feats, run_for, work / f"decided-{i}")
     return decisions
 

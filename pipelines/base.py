@@ -111,11 +111,13 @@ class Roles:
 
 
 class StageRun(Protocol):
-    """What the job lends a cluster stage: its session, a way to materialise a frame once (so
-    later steps do not recompute its lineage), and the texts of rows for the few that need
-    them."""
+    """What the job lends a cluster stage: its session, the number of rows coming in (known to
+    the job, so a stage can size its plan without a job of its own), a way to materialise a
+    frame once (so later steps do not recompute its lineage), and the texts of rows for the few
+    that need them."""
 
     spark: SparkSession
+    rows_in: int
 
     def materialise(self, df: DataFrame, name: str) -> DataFrame: ...
 

@@ -5,19 +5,28 @@ smallest member are window aggregates over it, buckets of one are dropped, and e
 bucket links its members to that smallest member: k - 1 star edges per bucket of k, never
 k^2, so a bucket of 100k boilerplate pages costs 100k edges. Edges are then verified against
 the signatures, so a chance band collision cannot chain unrelated documents into one cluster.
+
+When the band keys fit the driver (`driver_max_keys`), the same edges are found there instead:
+the row ids and band keys are collected (integers only), each band is sorted in numpy, and the
+endpoints' signatures are fetched by one semi-join and compared there too. Only the texts of the
+few edges near the threshold and the survivors' ordering stay Spark jobs, so the stage is a
+handful of jobs instead of a shuffle and a write per step; both paths give the same edges,
+estimates (the same float arithmetic) and clusters.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pydantic import Field, PrivateAttr, model_validator
-from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -90,6 +99,47 @@ def build_star_edges(band_rows: DataFrame, max_bucket: int = 0) -> DataFrame:
     )
 
 
+def star_edges_np(
+    rids: np.ndarray, keys: np.ndarray, max_bucket: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """`build_star_edges(explode_band_keys(df), max_bucket)` on the driver, in numpy.
+
+    `rids` (n,) are the row ids of the rows with bands and `keys` (n, bands) their band keys
+    (column b is band b). Returns the same distinct `src, dst` (src > dst, dst the smallest
+    member of the bucket, buckets of one and, if `max_bucket` > 0, buckets larger than it
+    skipped), as int64 arrays sorted by src, then dst.
+
+    Per band, one stable sort by key of the rows already in row-id order leaves every bucket a
+    run whose first member is its hub; bucket sizes are the gaps between run starts.
+    """
+    rids = np.asarray(rids, dtype=np.int64)
+    keys = np.asarray(keys, dtype=np.int64)
+    if keys.ndim != 2 or len(keys) != rids.size:
+        raise ValueError(f"keys must be (len(rids), bands), got {keys.shape} for {rids.size}")
+    by_rid = np.argsort(rids, kind="stable")
+    srcs, dsts = [], []
+    for band in range(keys.shape[1]):
+        order = by_rid[np.argsort(keys[by_rid, band], kind="stable")]
+        key, rid = keys[order, band], rids[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else order[:0]
+        sizes = np.diff(np.r_[starts, key.size])
+        wanted = sizes > 1
+        if max_bucket > 0:
+            wanted &= sizes <= max_bucket
+        hub = np.repeat(rid[starts], sizes)
+        keep = np.repeat(wanted, sizes) & (rid != hub)
+        srcs.append(rid[keep])
+        dsts.append(hub[keep])
+    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
+    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
+    # The same pair from several bands is one edge (the Spark path's `distinct`).
+    order = np.lexsort((dst, src))
+    src, dst = src[order], dst[order]
+    first = np.ones(src.size, dtype=bool)
+    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    return src[first], dst[first]
+
+
 def signature_matrix(arr: pa.Array) -> np.ndarray:
     """A binary column of fixed-width signatures as an (n, num_perm) uint32 view, no copy."""
     _, data = value_buffers(arr, relative=True)
@@ -111,12 +161,19 @@ def select_edge_nodes(edges: DataFrame, docs: DataFrame) -> DataFrame:
     return docs.join(nodes, ROW_ID, "left_semi")
 
 
+def slot_agreement(sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+    """The estimated Jaccard of each row pair of two (n, num_perm) signature matrices: the
+    fraction of equal slots (float64). Both the Spark and the driver path estimate with this,
+    so their estimates are the same floats."""
+    return (sa == sb).mean(axis=1) if len(sa) else np.empty(0)
+
+
 def _jaccard_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     hold("near.verify")  # a crash test's kill point inside a task (inert unless asked for)
     for batch in batches:
         sa = signature_matrix(batch.column("sig_src"))
         sb = signature_matrix(batch.column("sig_dst"))
-        est = (sa == sb).mean(axis=1) if batch.num_rows else np.empty(0)
+        est = slot_agreement(sa, sb)
         yield pa.RecordBatch.from_pydict(
             {
                 "src": batch.column("src"),
@@ -177,6 +234,8 @@ def _exact_batches(params: MinHashParams) -> Any:
     from corpusclean.pipelines.minhash import shingle_batch
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # The driver path's only verification task: the crash tests' kill point there.
+        hold("near.verify")
         for batch in batches:
             ha, oa = shingle_batch(batch.column("text_src"), params)
             hb, ob = shingle_batch(batch.column("text_dst"), params)
@@ -223,20 +282,105 @@ def compute_exact_edge_jaccard(
     return pairs.mapInArrow(_exact_batches(params), schema)
 
 
+def _components_frame(
+    spark: SparkSession, src: np.ndarray, dst: np.ndarray
+) -> tuple[DataFrame, dict[str, int]]:
+    """Union-find over verified edges held on the driver: the `node, component` frame, and the
+    sizes of the components (`clusters`, `largest`, `members`; every component has two or more
+    nodes, since every node is an end of an edge between two rows)."""
+    nodes, labels = union_find_components(src, dst)
+    schema = StructType(
+        [StructField("node", LongType(), False), StructField("component", LongType(), False)]
+    )
+    frame = pa.table({"node": pa.array(np.asarray(nodes, np.int64)), "component": pa.array(labels)})
+    counts = np.unique(labels, return_counts=True)[1]
+    sizes = {
+        "clusters": int(counts.size),
+        "largest": int(counts.max()) if counts.size else 0,
+        "members": int(counts.sum()),
+    }
+    return spark.createDataFrame(frame.to_pandas(), schema), sizes
+
+
 def _components_on_driver(spark: SparkSession, edges: DataFrame) -> DataFrame:
     """Union-find over the verified edges, for edge counts under the configured cap.
 
     Only integer pairs cross to the driver (16 bytes an edge), never documents.
     """
     table = edges.select("src", "dst").toArrow()
-    nodes, labels = union_find_components(
-        table.column("src").to_numpy(), table.column("dst").to_numpy()
-    )
-    schema = StructType(
-        [StructField("node", LongType(), False), StructField("component", LongType(), False)]
-    )
-    frame = pa.table({"node": pa.array(np.asarray(nodes, np.int64)), "component": pa.array(labels)})
-    return spark.createDataFrame(frame.to_pandas(), schema)
+    src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+    return _components_frame(spark, src, dst)[0]
+
+
+def _id_frame(spark: SparkSession, ids: np.ndarray) -> DataFrame:
+    """A broadcast frame of row ids made on the driver: a frame made from local data has no
+    size estimate, so without the hint joining it would shuffle the large side."""
+    return F.broadcast(spark.createDataFrame(pa.table({ROW_ID: pa.array(ids, pa.int64())})))
+
+
+def driver_band_keys(candidates: DataFrame, bands: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_rid` (n,) and `_bands` (n, bands) of the candidates that have bands, on the driver.
+
+    One collect of two integer columns: no document content crosses (8 * (bands + 1) bytes a
+    row). Rows with null `_bands` (no shingle) are left out, as `explode_band_keys` leaves
+    them out.
+    """
+    table = candidates.filter(F.col(BANDS).isNotNull()).select(ROW_ID, BANDS).toArrow()
+    rids = np.asarray(table.column(ROW_ID).to_numpy(), dtype=np.int64)
+    flat = np.asarray(pc.list_flatten(table.column(BANDS)).to_numpy(), dtype=np.int64)
+    if flat.size != rids.size * bands:
+        raise ValueError(f"{BANDS} holds {flat.size} keys for {rids.size} rows of {bands} bands")
+    return rids, flat.reshape(rids.size, bands)
+
+
+def driver_signatures(
+    spark: SparkSession, candidates: DataFrame, nodes: np.ndarray, num_perm: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `_minhash` of each of `nodes` (sorted distinct row ids) on the driver: an
+    (len(nodes), num_perm) uint32 matrix in the order of `nodes`, and which nodes had one.
+
+    One semi-join of the candidates on a broadcast frame of the ids; only the ids and their
+    signatures (4 * num_perm bytes a node) cross, no document content.
+    """
+    sig = np.zeros((nodes.size, num_perm), dtype="<u4")
+    found = np.zeros(nodes.size, dtype=bool)
+    if not nodes.size:
+        return sig, found
+    wanted = candidates.filter(F.col(MINHASH).isNotNull()).select(ROW_ID, MINHASH)
+    table = wanted.join(_id_frame(spark, nodes), ROW_ID, "left_semi").toArrow()
+    got = np.asarray(table.column(ROW_ID).to_numpy(), dtype=np.int64)
+    at, start = np.searchsorted(nodes, got), 0
+    for chunk in table.column(MINHASH).chunks:
+        _, data = value_buffers(chunk, relative=True)
+        rows = at[start : start + len(chunk)]
+        sig[rows] = data.view("<u4").reshape(len(chunk), num_perm)
+        found[rows] = True
+        start += len(chunk)
+    return sig, found
+
+
+def driver_edge_jaccard(
+    src: np.ndarray, dst: np.ndarray, nodes: np.ndarray, sig: np.ndarray, found: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`estimate_edge_jaccard` on the driver: (which edges both of whose ends have a
+    signature, the estimate of each of those). `nodes`, `sig`, `found` are
+    `driver_signatures`' ids and results. An edge with an end lacking a signature is dropped,
+    as the Spark path's inner joins drop it."""
+    a, b = np.searchsorted(nodes, src), np.searchsorted(nodes, dst)
+    keep = found[a] & found[b]
+    a, b = a[keep], b[keep]
+    est = np.empty(a.size, dtype=np.float64)
+    step = max(1, (16 << 20) // max(1, sig.shape[1]))  # ~16 MB of slot comparisons at a time
+    for lo in range(0, a.size, step):
+        est[lo : lo + step] = slot_agreement(sig[a[lo : lo + step]], sig[b[lo : lo + step]])
+    return keep, est
+
+
+def pair_codes(src: np.ndarray, dst: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """An int64 per (src, dst), ordered as the pairs are (by src, then dst), for matching pairs
+    with searchsorted: the ranks of both ends among `nodes` (sorted, holding every end)."""
+    n = np.int64(nodes.size)
+    return np.searchsorted(nodes, src).astype(np.int64) * n + np.searchsorted(nodes, dst)
 
 
 class NearDedupParams(StepParams):
@@ -260,6 +404,7 @@ class NearDedupParams(StepParams):
     exact_margin: float = Field(0.1, ge=0.0, le=1.0)
     max_bucket: int = Field(0, ge=0)
     union_find_max_edges: int = Field(5_000_000, ge=0)
+    driver_max_keys: int = Field(64_000_000, ge=0)
     max_iterations: int = Field(64, ge=1)
     _lsh: tuple[int, int] = PrivateAttr((0, 0))
 
@@ -339,6 +484,25 @@ class MinHashFeature(TextFeature):
         return {MINHASH: minhash, BANDS: bands, SHINGLES: pa.array(n_sh, pa.int32())}
 
 
+SECONDS_NOTE = (
+    "the near stage's own steps only: shingling, MinHash signatures and band keys are "
+    "computed in the read pass and counted there"
+)
+
+
+@dataclass
+class _Edges:
+    """Candidate edges held on the driver: distinct `src`, `dst` sorted by src then dst, every
+    end among `nodes` (sorted); `jaccard` the estimate (exact where re-checked; None when not
+    verified) and `exact` which edges were re-checked."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    nodes: np.ndarray
+    jaccard: np.ndarray | None = None
+    exact: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+
 class _Timer:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -372,9 +536,55 @@ class NearDedup(Dedup):
     ) -> tuple[DataFrame, dict[str, Any]]:
         nd = self.params
         timer = _Timer()
-        edges = run.materialise(
-            build_star_edges(explode_band_keys(candidates), nd.max_bucket), "pairs"
-        )
+        bands = nd.minhash.bands
+        # Decided from the rows coming in (an upper bound on the rows with bands): no job.
+        if nd.driver_max_keys == 0 or run.rows_in * bands > nd.driver_max_keys:
+            pairs = build_star_edges(explode_band_keys(candidates), nd.max_bucket)
+            return self._spark_clusters(candidates, run, pairs, "spark", timer)
+        src, dst = star_edges_np(*driver_band_keys(candidates, bands), nd.max_bucket)
+        nodes = np.unique(np.concatenate([src, dst]))
+        if nd.verify and (
+            src.size > nd.union_find_max_edges or nodes.size * nd.num_perm > nd.driver_max_keys
+        ):
+            # Too many endpoints to hold their signatures: Spark estimates the driver's edges.
+            frame = run.spark.createDataFrame(pa.table({"src": src, "dst": dst}))
+            return self._spark_clusters(candidates, run, frame, "driver", timer)
+        return self._driver_clusters(candidates, run, _Edges(src, dst, nodes), timer)
+
+    def _driver_clusters(
+        self, candidates: DataFrame, run: StageRun, edges: _Edges, timer: _Timer
+    ) -> tuple[DataFrame, dict[str, Any]]:
+        """Estimates, counts and components of edges held on the driver; the close edges'
+        exact check and the survivors stay Spark jobs."""
+        nd = self.params
+        if nd.verify:
+            sig, found = driver_signatures(run.spark, candidates, edges.nodes, nd.num_perm)
+            keep, edges.jaccard = driver_edge_jaccard(edges.src, edges.dst, edges.nodes, sig, found)
+            edges.src, edges.dst = edges.src[keep], edges.dst[keep]
+            edges.exact = np.zeros(edges.src.size, dtype=bool)
+        timer.lap("candidates")
+        if nd.verify and nd.exact_margin > 0:
+            self._recheck_on_driver(edges, run)
+        timer.lap("exact")
+        ok = edges.jaccard >= nd.threshold if edges.jaccard is not None else slice(None)
+        src, dst = edges.src[ok], edges.dst[ok]
+        counts = {"pairs": edges.src.size, "verified": src.size, "exact": int(edges.exact.sum())}
+        components, known = _components_frame(run.spark, src, dst)
+        timer.lap("components")
+        clusters, sizes = self._survivors(components, candidates, run, known)
+        timer.lap("survivors")
+        figures = self._figures(counts, sizes, "union_find", "driver")
+        figures["seconds"] = timer.seconds
+        figures["seconds_note"] = SECONDS_NOTE
+        return clusters, figures
+
+    def _spark_clusters(
+        self, candidates: DataFrame, run: StageRun, pairs: DataFrame, method: str, timer: _Timer
+    ) -> tuple[DataFrame, dict[str, Any]]:
+        """Estimates, counts and components of the candidate `pairs` (`src, dst`) in Spark,
+        for inputs too large for the driver."""
+        nd = self.params
+        edges = run.materialise(pairs, "pairs")
         if nd.verify:
             # Only the edges' endpoints' signatures, written once: both joins read that small
             # frame instead of scanning every signature twice.
@@ -400,16 +610,41 @@ class NearDedup(Dedup):
         verified = int(counts["verified"] or 0)
         edges_ok = all_edges.filter(keep).select("src", "dst")
         if verified <= nd.union_find_max_edges:
-            components, method = _components_on_driver(run.spark, edges_ok), "union_find"
+            components, components_method = _components_on_driver(run.spark, edges_ok), "union_find"
         else:
             components = spark_connected_components(edges_ok, max_iterations=nd.max_iterations)
-            method = "large_small_star"
+            components_method = "large_small_star"
         timer.lap("components")
         clusters, sizes = self._survivors(components, candidates, run)
         timer.lap("survivors")
-        figures = self._figures(counts, sizes, method)
+        figures = self._figures(counts.asDict(), sizes, components_method, method)
         figures["seconds"] = timer.seconds
+        figures["seconds_note"] = SECONDS_NOTE
         return clusters, figures
+
+    def _recheck_on_driver(self, edges: _Edges, run: StageRun) -> None:
+        """`_recheck_close_edges` for edges held on the driver: the close edges go to Spark as
+        a small frame, their texts are fetched in one scan (a semi-join on their row ids) and
+        checked there, and only the exact Jaccard of each comes back."""
+        nd = self.params
+        assert edges.jaccard is not None
+        close = np.flatnonzero(np.abs(edges.jaccard - nd.threshold) <= nd.exact_margin)
+        if not close.size:
+            return
+        src, dst = edges.src[close], edges.dst[close]
+        ends = np.unique(np.concatenate([src, dst]))
+        texts = run.texts().join(_id_frame(run.spark, ends), ROW_ID, "left_semi")
+        close_texts = run.materialise(texts, "texts")
+        frame = run.spark.createDataFrame(pa.table({"src": src, "dst": dst}))
+        exact = compute_exact_edge_jaccard(frame, close_texts, self.roles.text, nd.minhash)
+        got = exact.toArrow()
+        codes = pair_codes(edges.src, edges.dst, edges.nodes)
+        at = np.searchsorted(
+            codes,
+            pair_codes(got.column("src").to_numpy(), got.column("dst").to_numpy(), edges.nodes),
+        )
+        edges.jaccard[at] = got.column("exact_jaccard").to_numpy()
+        edges.exact[at] = True
 
     def _recheck_close_edges(self, all_edges: DataFrame, run: StageRun) -> DataFrame:
         """Edges whose estimate lies within `exact_margin` of the threshold, decided on the
@@ -431,8 +666,14 @@ class NearDedup(Dedup):
         )
 
     def _survivors(
-        self, components: DataFrame, candidates: DataFrame, run: StageRun
-    ) -> tuple[DataFrame, Row]:
+        self,
+        components: DataFrame,
+        candidates: DataFrame,
+        run: StageRun,
+        sizes: Mapping[str, Any] | None = None,
+    ) -> tuple[DataFrame, Mapping[str, Any]]:
+        """The survivor of each component (written once), and the clusters' sizes: `sizes`
+        when the driver knows them from union-find, else one aggregation of the clusters."""
         roles = self.roles
         order = survivor_order(
             self.keep, roles.id, timestamp_col=roles.timestamp, row_hash_col=None
@@ -446,7 +687,9 @@ class NearDedup(Dedup):
         clusters = run.materialise(
             choose_cluster_survivors(components, docs, roles.id, order), "clusters"
         )
-        sizes = (
+        if sizes is not None:
+            return clusters, sizes
+        row = (
             clusters.groupBy("cluster_id")
             .agg(F.count(F.lit(1)).alias("n"))
             .agg(
@@ -456,10 +699,16 @@ class NearDedup(Dedup):
             )
             .first()
         )
-        assert sizes is not None
-        return clusters, sizes
+        assert row is not None
+        return clusters, row.asDict()
 
-    def _figures(self, counts: Row, sizes: Row, method: str) -> dict[str, Any]:
+    def _figures(
+        self,
+        counts: Mapping[str, Any],
+        sizes: Mapping[str, Any],
+        method: str,
+        candidates_method: str,
+    ) -> dict[str, Any]:
         nd, mh = self.params, self.params.minhash
         n_clusters = int(sizes["clusters"] or 0)
         members = int(sizes["members"] or 0)
@@ -480,6 +729,7 @@ class NearDedup(Dedup):
             "verified_edges": int(counts["verified"] or 0),
             "exact_checked_edges": int(counts["exact"] or 0),
             "exact_margin": nd.exact_margin,
+            "candidates_method": candidates_method,
             "components_method": method,
             "clusters": n_clusters,
             "largest_cluster": int(sizes["largest"] or 0),
