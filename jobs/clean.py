@@ -134,6 +134,7 @@ class Run:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     input_schema: StructType = field(default_factory=StructType)
     lines: bool = False  # JSON Lines input: its bad lines have a funnel line
+    features_schema: StructType = field(default_factory=StructType)  # the read pass's output
     started: float = field(default_factory=time.time)
     # Spark jobs counted so far (the run's job group is its run id): each funnel line gets the
     # jobs started since the line before it.
@@ -404,9 +405,11 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
         stats, filtered = Observation("missing"), Observation("filters")
         observed = frames.marked.observe(stats, *aggregates)
         features = observed.select(*[F.col(quoted(c)) for c in dict.fromkeys(narrow)], text_col)
-        run_read_pass(features, spec).observe(
-            filtered, *funnel_aggregates(run.filter_stages)
-        ).write.mode("overwrite").parquet(str(work / "features"))
+        passed = run_read_pass(features, spec)
+        passed.observe(filtered, *funnel_aggregates(run.filter_stages)).write.mode(
+            "overwrite"
+        ).parquet(str(work / "features"))
+        run.features_schema = passed.schema
         hold("read")
         metrics, counts = stats.get, filtered.get
         run.input_rows = st.rows_out = int(metrics[ROWS])
@@ -458,6 +461,12 @@ def _filter_lines(run: Run, counts: dict[str, Any]) -> None:
     run.output_rows = rows
 
 
+def reread(spark: SparkSession, schema: StructType, path: str) -> DataFrame:
+    """A Parquet folder this run has just written, read back with the schema it was written
+    with: without it, Spark starts a job to infer the schema from the files' footers."""
+    return spark.read.schema(schema).parquet(path)
+
+
 class _StageRun:
     """What a cluster stage gets from the job (pipelines/base.py `StageRun`): frames it
     materialises go to the run's work folder, under the stage's name."""
@@ -471,7 +480,7 @@ class _StageRun:
     def materialise(self, df: DataFrame, name: str) -> DataFrame:
         path = str(self.work / name)
         df.write.mode("overwrite").parquet(path)
-        return self.spark.read.parquet(path)
+        return reread(self.spark, df.schema, path)
 
     def texts(self) -> DataFrame:
         return self._texts
@@ -482,7 +491,7 @@ def _dedup(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFra
     (counted by an observation on it: no pass of their own); a cluster stage finds its
     clusters, marks its losers and writes the decisions again. Returns the last decisions."""
     pipe, text_col = run.pipeline, run.config.columns.text
-    feats = spark.read.parquet(str(work / "features"))
+    feats = reread(spark, run.features_schema, str(work / "features"))
     heavy = [f.name for d in pipe.dedups for x in d.text_features() for f in x.fields()]
     decisions = feats.drop(*[c for c in heavy if c in feats.columns])
     texts = frames.marked.select(ROW_ID, text_col)
@@ -552,7 +561,7 @@ def _run_unit(
         _stage_within(run, name, rows, rows - removed[name], f"computed with {head.name}")
         rows -= removed[name]
     run.output_rows = rows
-    return spark.read.parquet(str(path))
+    return reread(spark, marked.schema, str(path))
 
 
 def _write(
