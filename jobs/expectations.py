@@ -347,7 +347,8 @@ def _docs_plan(
             kind, kw, row[n], row[nonnull], 0 if row[nonnull] == row[distinct] else None
         )
     bad = aggs.add(f"{name}:unexpected", F.sum(F.when(_unexpected(kind, col, kw), 1).otherwise(0)))
-    return lambda row: _map_result(kind, kw, row[n], row[nonnull], int(row[bad]))
+    # A sum over no rows is null.
+    return lambda row: _map_result(kind, kw, row[n], row[nonnull], int(row[bad] or 0))
 
 
 def docs_results(
