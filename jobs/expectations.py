@@ -80,7 +80,8 @@ SPECS: dict[str, Spec] = {
     "expect_column_values_to_be_in_set": Spec("in_set", ("column", "value_set"), ("mostly",)),
     "expect_column_min_to_be_between": Spec("min", ("column",), _BOUNDS),
 }
-_MAP_KINDS = ("not_null", "null", "unique", "lengths", "between", "in_set")
+# The key of a uniqueness result whose repeats are not counted yet (its non-null count).
+OPEN = "open_nonnull"
 
 
 def _number(v: Any) -> bool:
@@ -206,17 +207,16 @@ def _within(x: Any, kw: Mapping[str, Any]) -> Any:
 def _map_result(
     kind: str, kw: Mapping[str, Any], total: int, nonnull: int, unexpected: int | None
 ) -> dict[str, Any]:
-    """A map check's result from its counts, with GX's vacuous truths and `mostly`; with
-    `unexpected` None (repeats not counted yet), a provisional failure."""
+    """A map check's result from its counts, with GX's vacuous truths and `mostly`.
+
+    `unexpected` is None where GX's is: a Spark sum over no rows."""
     considered = total if kind in ("not_null", "null") else nonnull
     body = {
         "element_count": total,
         "missing_count": total - nonnull,
         "unexpected_count": unexpected,
     }
-    if unexpected is None:
-        return _result(kw, False, body)
-    if total == 0 or considered == 0:
+    if unexpected is None or total == 0 or considered == 0:
         success = True
     else:
         success = (float(considered) - float(unexpected)) / float(considered) >= kw.get("mostly", 1)
@@ -343,12 +343,14 @@ def _docs_plan(
     if kind == "unique":
         distinct = aggs.add(f"distinct:{column}", F.count_distinct(col))
         # Equal counts prove uniqueness; otherwise `docs_failures` counts the repeats.
-        return lambda row: _map_result(
-            kind, kw, row[n], row[nonnull], 0 if row[nonnull] == row[distinct] else None
+        return lambda row: (
+            _map_result(kind, kw, row[n], row[nonnull], 0)
+            if row[nonnull] == row[distinct]
+            else {**_result(kw, False, {"element_count": row[n]}), OPEN: row[nonnull]}
         )
     bad = aggs.add(f"{name}:unexpected", F.sum(F.when(_unexpected(kind, col, kw), 1).otherwise(0)))
-    # A sum over no rows is null.
-    return lambda row: _map_result(kind, kw, row[n], row[nonnull], int(row[bad] or 0))
+    # A sum over no rows is null, and GX reports that null.
+    return lambda row: _map_result(kind, kw, row[n], row[nonnull], row[bad])
 
 
 def docs_results(
@@ -356,8 +358,8 @@ def docs_results(
 ) -> dict[str, dict[str, Any]]:
     """Every docs check's result by name, from one `agg` over `frame` (one Spark job).
 
-    A uniqueness check whose count_distinct is below its non-null count comes back failed with
-    unexpected_count None: `docs_failures` counts its repeats (`unique_result`). When the
+    A uniqueness check whose count_distinct is below its non-null count comes back failed and
+    OPEN: `docs_failures` counts its repeats (`unique_result`). When the
     aggregation cannot run (a check's expression does not apply to its column), each check
     runs on its own, so only the checks that cannot run report an error.
     """
@@ -450,10 +452,8 @@ def docs_failures(
 def unique_result(
     kw: Mapping[str, Any], pending: dict[str, Any], unexpected: int
 ) -> dict[str, Any]:
-    """A uniqueness result the aggregation left open, with its count of repeated rows."""
-    body = pending["result"]
-    total = body["element_count"]
-    return _map_result("unique", kw, total, total - body["missing_count"], unexpected)
+    """A uniqueness result the aggregation left open (OPEN), with its count of repeats."""
+    return _map_result("unique", kw, pending["result"]["element_count"], pending[OPEN], unexpected)
 
 
 # ---------------------------------------------------------------------------------------------

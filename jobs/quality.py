@@ -773,13 +773,7 @@ def _native_docs_examples(
 ) -> dict[str, list[Any]]:
     """The examples of the failed docs checks, and the repeats of uniqueness checks that the
     aggregation left open (it updates their `results`): one Spark job, only when needed."""
-    open_ = [
-        c
-        for c in checks
-        if not _exception_messages(results[c.name].get("exception_info"))
-        and (results[c.name].get("result") or {}).get("missing_count") is not None
-        and results[c.name]["result"].get("unexpected_count") is None
-    ]
+    open_ = [c for c in checks if native.OPEN in results[c.name]]
     failed = [c for c in checks if _is_map_failure(results[c.name])]
     if not open_ and not (failed and ID in frame.columns):
         return {}
