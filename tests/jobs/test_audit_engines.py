@@ -258,3 +258,33 @@ def test_raw_docs_alike_on_both_engines(spark: Any) -> None:
     got = [run_suite(df, "raw_docs", params, engine=e)["checks"] for e in native.ENGINES]
     assert got[0] == got[1]
     assert {r["name"] for r in got[0] if r["status"] == "warn"} == {"text_length", "charset_sanity"}
+
+
+@pytest.mark.gx
+def test_check_prints_and_exits_alike_on_both_engines(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from corpusclean.jobs import check
+
+    rows = [*GOOD, ("d0", "\ufffd" * 30 + _text(9), "fr", "u")]
+    out = _staged(tmp_path / "clean", rows, GOOD_DUPS)
+    report = {
+        "input_rows": 10,
+        "output_rows": 9,
+        "config": {
+            "rules": {"min_chars": 20, "max_chars": 1000},
+            "gate": {"min_retention": 0.7},
+            "audit": {"allowed_langs": ["en"]},
+        },
+    }
+    (out / "report.json").write_text(json.dumps(report))
+    got = {}
+    for engine in native.ENGINES:
+        report_path = tmp_path / f"{engine}.json"
+        code = check.main(["--input", str(out), "--engine", engine, "--report", str(report_path)])
+        lines = capsys.readouterr().out.strip().splitlines()
+        result = json.loads(report_path.read_text())
+        got[engine] = (code, lines[:-1], lines[-1].rsplit(";", 1)[0], result["checks"])
+        assert "engine" not in result, "check's JSON is unchanged"
+    assert got["spark"] == got["gx"]
+    assert got["spark"][0] == 3 and "doc_id_unique" in got["spark"][2]
