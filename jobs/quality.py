@@ -1,4 +1,4 @@
-"""Data-quality suites: Great Expectations (GX 1.x) suites from `schemas/*.json` on Spark frames.
+"""Data-quality suites: Great Expectations (GX 1.x) suite JSON from `schemas/*.json` on Spark.
 
 The clean job's audit (`audit_clean_output`) and `corpusclean check` (`run_suite`) share this
 module, so a published output and a CI check are judged by the same code and report the same
@@ -15,6 +15,10 @@ expectation's `meta`:
   when the frame lacks that column;
 - `column`: the column the report names, when the expectation reads a derived column.
 
+Two engines run a suite and give the same records (`_record` builds both from GX-shaped
+results): `spark`, the default (jobs/expectations.py: every docs check in one Spark
+aggregation, no GX import), and `gx`, Great Expectations itself (any GX expectation type).
+
 Run-dependent thresholds are GX suite parameters (`{"$PARAMETER": "min_chars"}`); the file's
 `suite_parameters` hold defaults, the caller's parameters override them.
 
@@ -23,8 +27,8 @@ by `ExpectationSuite`, so every expectation is built on its own first and a fail
 error; `result.success` is False when only warnings fail, so the verdict is the highest failed
 severity; `add_spark(persist=True)` persists frames and never unpersists them, so the datasource
 is created with `persist=False`. The documents are checked on Spark; the `run` and `missing`
-frames, a handful of numbers, on GX's pandas engine. GX is imported inside functions: importing
-it costs seconds, which commands that never check should not pay.
+frames, a handful of numbers, on GX's pandas engine. GX is imported inside functions, on the gx
+engine's path only: importing it costs seconds, which runs that do not use it should not pay.
 """
 
 from __future__ import annotations
