@@ -356,7 +356,8 @@ def _docs_plan(
 def docs_results(
     frame: DataFrame, checks: Sequence[Any], kwargs: Mapping[str, dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """Every docs check's result by name, from one `agg` over `frame` (one Spark job).
+    """Every docs check's result by name, from one `agg` over `frame`: one Spark action
+    (adaptive execution runs its shuffle stages, the distinct counts', as jobs of their own).
 
     A uniqueness check whose count_distinct is below its non-null count comes back failed and
     OPEN: `docs_failures` counts its repeats (`unique_result`). When the
@@ -412,8 +413,8 @@ def docs_failures(
     limit: int,
 ) -> tuple[dict[str, int], dict[str, list[Any]]]:
     """({check: unexpected rows}, {check: examples}) of the given failed docs map checks, in
-    one Spark job: each offending row becomes (check, its `key` value), and a window per check
-    keeps the `limit` smallest keys and counts all of them."""
+    one Spark action: each offending row becomes (check, its `key` value), and a window per
+    check keeps the `limit` smallest keys and counts all of them."""
     flags = []
     for i, check in enumerate(checks):
         kind, kw = SPECS[check.type].kind, kwargs[check.name]
