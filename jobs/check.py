@@ -1,4 +1,4 @@
-"""`corpusclean check`: a data-quality suite (Great Expectations) on a clean output or raw input.
+"""`corpusclean check`: a data-quality suite on a clean output or raw input.
 
 For CI: one line per check on stdout, a verdict line, a JSON result file, and an exit code that
 a pipeline can gate on (0 no critical failure, 3 a failed check, 1 unreadable input or suite).
@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--strict", action="store_true", help="warning-severity failures fail the check too"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "gx"),
+        default="spark",
+        help="who evaluates the suite: spark (one aggregation, default) or gx (Great "
+        "Expectations; also runs expectation types the spark engine does not); same records",
     )
     parser.add_argument(
         "--report",
@@ -313,7 +320,7 @@ def check(args: argparse.Namespace) -> int:
 
     input_path: str = args.input
     clean_output = _checked_input(input_path)
-    suite = load_suite(args.suite or ("clean_docs" if clean_output else "raw_docs"))
+    suite = load_suite(args.suite or ("clean_docs" if clean_output else "raw_docs"), args.engine)
     params, spark_conf, fmt = _suite_inputs(args, input_path, clean_output)
     report_path = (
         Path(args.report) if args.report else default_report_path(input_path, clean_output)
@@ -324,7 +331,7 @@ def check(args: argparse.Namespace) -> int:
         check_report_path(junit_path, input_path, clean_output, "--junit")
     df, duplicates = _read_documents(input_path, clean_output, fmt, spark_conf)
     log.info(JOB, f"suite {suite.name} ({len(suite.checks)} checks) on {input_path}")
-    result = run_suite(df, suite, params, duplicates=duplicates)
+    result = run_suite(df, suite, params, duplicates=duplicates, engine=args.engine)
     return _report(args, input_path, result, report_path, junit_path)
 
 

@@ -731,7 +731,7 @@ def _audit(spark: SparkSession, run: Run, staging: Path) -> dict[str, Any]:
         "review_threshold": cfg.missing.review_threshold,
     }
     with log.stage(JOB, "audit", rows_in=run.output_rows, spark=spark) as st:
-        result = audit_clean_output(spark, str(staging), params)
+        result = audit_clean_output(spark, str(staging), params, cfg.audit.engine)
         result.setdefault("ran", True)
         st.rows_out = run.output_rows
         st.note = "passed" if result.get("passed") else "FAILED"

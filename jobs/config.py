@@ -94,6 +94,9 @@ class GateSection(Section):
 class AuditSection(Section):
     enabled: bool = True
     allowed_langs: list[str] = Field(default_factory=list)
+    # Who evaluates the suite: `spark` (jobs/expectations.py, one aggregation, no GX import)
+    # or `gx` (Great Expectations on Spark); both give the same records.
+    engine: Literal["spark", "gx"] = "spark"
 
 
 class PublishSection(Section):

@@ -1,4 +1,4 @@
-"""Data-quality suites: Great Expectations (GX 1.x) suites from `schemas/*.json` on Spark frames.
+"""Data-quality suites: Great Expectations (GX 1.x) suite JSON from `schemas/*.json` on Spark.
 
 The clean job's audit (`audit_clean_output`) and `corpusclean check` (`run_suite`) share this
 module, so a published output and a CI check are judged by the same code and report the same
@@ -15,6 +15,10 @@ expectation's `meta`:
   when the frame lacks that column;
 - `column`: the column the report names, when the expectation reads a derived column.
 
+Two engines run a suite and give the same records (`_record` builds both from GX-shaped
+results): `spark`, the default (jobs/expectations.py: every docs check in one Spark
+aggregation, no GX import), and `gx`, Great Expectations itself (any GX expectation type).
+
 Run-dependent thresholds are GX suite parameters (`{"$PARAMETER": "min_chars"}`); the file's
 `suite_parameters` hold defaults, the caller's parameters override them.
 
@@ -23,8 +27,8 @@ by `ExpectationSuite`, so every expectation is built on its own first and a fail
 error; `result.success` is False when only warnings fail, so the verdict is the highest failed
 severity; `add_spark(persist=True)` persists frames and never unpersists them, so the datasource
 is created with `persist=False`. The documents are checked on Spark; the `run` and `missing`
-frames, a handful of numbers, on GX's pandas engine. GX is imported inside functions: importing
-it costs seconds, which commands that never check should not pay.
+frames, a handful of numbers, on GX's pandas engine. GX is imported inside functions, on the gx
+engine's path only: importing it costs seconds, which runs that do not use it should not pay.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, DoubleType, LongType, StructField, StructType
 
+from corpusclean.jobs import expectations as native
 from corpusclean.jobs.errors import ConfigError, InputError
 from corpusclean.pipelines.content import content_hashes
 
@@ -148,14 +153,25 @@ def _gx_message(exc: BaseException) -> str:
     return " ".join(str(text).split())[:300]
 
 
-def parse_suite(text: str, where: str) -> Suite:
-    """A suite from its JSON text; every problem is a `ConfigError` naming the check."""
+def _engine(engine: str) -> str:
+    if engine not in native.ENGINES:
+        raise ConfigError(f"audit engine {engine!r} is not one of {', '.join(native.ENGINES)}")
+    return engine
+
+
+def parse_suite(text: str, where: str, engine: str = "spark") -> Suite:
+    """A suite from its JSON text; every problem is a `ConfigError` naming the check.
+
+    The `engine` that will run it checks each expectation: GX builds it (and a type or
+    argument GX does not know is an error), the spark engine (jobs/expectations.py) accepts
+    the types and arguments it evaluates and names any other; neither drops one silently.
+    """
     name, raw, defaults = _suite_fields(text, where)
     checks: list[Check] = []
     problems: list[str] = []
     seen: set[str] = set()
     for i, exp in enumerate(raw, start=1):
-        parsed = _parse_check(i, exp, seen)
+        parsed = _parse_check(i, exp, seen, _engine(engine))
         if isinstance(parsed, Check):
             checks.append(parsed)
         else:
@@ -163,7 +179,8 @@ def parse_suite(text: str, where: str) -> Suite:
     if problems:
         raise ConfigError(f"suite {where}: " + "; ".join(problems))
     suite = Suite(name=name, source=where, checks=tuple(checks), defaults=dict(defaults))
-    _gx_suite(suite, suite.checks)  # fails loudly if GX would still drop an entry
+    if engine == "gx":
+        _gx_suite(suite, suite.checks)  # fails loudly if GX would still drop an entry
     return suite
 
 
@@ -191,7 +208,7 @@ def _suite_fields(text: str, where: str) -> tuple[str, list[Any], dict[str, Any]
     return name, raw, defaults
 
 
-def _parse_check(i: int, exp: Any, seen: set[str]) -> Check | str:
+def _parse_check(i: int, exp: Any, seen: set[str], engine: str) -> Check | str:
     """Expectation number `i` of a suite as a `Check`, or the problem with it; adds the
     check's name to `seen`, the names taken so far."""
     label = f"expectation {i}"
@@ -222,10 +239,15 @@ def _parse_check(i: int, exp: Any, seen: set[str]) -> Check | str:
     seen.add(check_name)
     meta["name"] = check_name
     config = {**exp, "meta": meta, "severity": severity}
-    try:
-        _build_gx_expectation(config)
-    except Exception as exc:  # GX raises several kinds; each is a broken suite entry
-        return f"{label}: {_gx_message(exc)}"
+    if engine == "spark":
+        why = native.problem(exp["type"], kwargs, frame)
+        if why is not None:
+            return f"{label}: {why}"
+    else:
+        try:
+            _build_gx_expectation(config)
+        except Exception as exc:  # GX raises several kinds; each is a broken suite entry
+            return f"{label}: {_gx_message(exc)}"
     return Check(
         name=check_name,
         type=exp["type"],
@@ -239,10 +261,11 @@ def _parse_check(i: int, exp: Any, seen: set[str]) -> Check | str:
     )
 
 
-def load_suite(name_or_path: str | Path) -> Suite:
-    """A shipped suite by name (`clean_docs`, `raw_docs`) or a suite JSON file by path."""
+def load_suite(name_or_path: str | Path, engine: str = "spark") -> Suite:
+    """A shipped suite by name (`clean_docs`, `raw_docs`) or a suite JSON file by path,
+    checked for the audit `engine` that will run it."""
     text, where = suite_source(name_or_path)
-    return parse_suite(text, where)
+    return parse_suite(text, where, engine)
 
 
 def _gx_suite(suite: Suite, checks: Iterable[Check]) -> Any:
@@ -539,7 +562,8 @@ def _examples(result: dict[str, Any], key: str) -> list[Any]:
     body = result.get("result") or {}
     rows = body.get("partial_unexpected_index_list") or []
     values = [row.get(key) for row in rows if isinstance(row, dict)]
-    return _jsonable(list(dict.fromkeys(v for v in values if v is not None)))[:EXAMPLES]
+    # Sorted: GX names them in scan order, which changes with the partitioning.
+    return _jsonable(native.sorted_distinct(values))[:EXAMPLES]
 
 
 def _is_map_failure(result: dict[str, Any] | None) -> bool:
@@ -570,8 +594,12 @@ def run_suite(
     params: Mapping[str, object],
     *,
     duplicates: DataFrame | None = None,
+    engine: str = "spark",
 ) -> dict[str, object]:
     """Run a suite on `df` (and on the run/missing frames built from `params`).
+
+    `engine`: `spark` evaluates the suite natively (jobs/expectations.py: one aggregation over
+    the documents, no GX import), `gx` through Great Expectations; both give the same records.
 
     `params` supplies the suite parameters (`min_chars`, `rows_out`, ...), `id_column` and
     `text_column` (the columns checks know as doc_id and text), `rows_in`/`rows_out` for the
@@ -585,7 +613,7 @@ def run_suite(
     suite = (
         suite_path_or_name
         if isinstance(suite_path_or_name, Suite)
-        else load_suite(suite_path_or_name)
+        else load_suite(suite_path_or_name, _engine(engine))
     )
     values: dict[str, Any] = {**suite.defaults, **dict(params)}
     id_column = str(values.get("id_column") or ID)
@@ -594,11 +622,15 @@ def run_suite(
     spark = df.sparkSession
     active, skipped = _active_checks(suite, values)
     absent: dict[str, str] = {}
-    frames, by_frame = _check_frames(df, active, values, duplicates, skipped, absent)
+    persist = _engine(engine) == "gx"
+    frames, by_frame = _check_frames(df, active, values, duplicates, skipped, absent, persist)
     try:
         gx_params = {k: v for k, v in values.items() if k not in _FRAME_INPUTS}
-        results = _results(suite, spark, frames, by_frame, gx_params)
-        examples = _failure_examples(suite, spark, frames, by_frame, results, gx_params)
+        if persist:
+            results = _results(suite, spark, frames, by_frame, gx_params)
+            examples = _failure_examples(suite, spark, frames, by_frame, results, gx_params)
+        else:
+            results, examples = _native_results(suite, frames, by_frame, gx_params)
     finally:
         docs = frames.get("docs")
         if isinstance(docs, DataFrame):
@@ -648,10 +680,12 @@ def _check_frames(
     duplicates: DataFrame | None,
     skipped: dict[str, str],
     absent: dict[str, str],
+    persist: bool,
 ) -> tuple[dict[str, DataFrame | pd.DataFrame], dict[str, list[Check]]]:
     """(frames, checks by frame): the frames the `active` checks validate, built once each,
     and the checks that can run on them. A check that cannot is added to `skipped` (with
-    why) or, when its column is missing, to `absent` (with the column)."""
+    why) or, when its column is missing, to `absent` (with the column). The docs frame is
+    persisted when `persist` (GX runs several jobs over it; the spark engine one)."""
     id_column, text_column = str(values["id_column"]), str(values["text_column"])
     frames: dict[str, DataFrame | pd.DataFrame] = {}
     by_frame: dict[str, list[Check]] = {}
@@ -659,12 +693,13 @@ def _check_frames(
     for check in active:
         if check.frame not in frames:
             if check.frame == "docs":
-                # Persisted: the checks run several Spark jobs over it, and without it each
-                # would read the text and run the hash UDF again (3 times on clean_docs;
-                # bench/clean.py reports the audit's seconds).
-                frames["docs"] = docs_frame(
+                # Persisted for GX: its checks run several Spark jobs over it, and without it
+                # each would read the text and run the hash UDF again (3 times on clean_docs;
+                # bench/clean.py reports the audit's seconds). The spark engine reads it once.
+                docs = docs_frame(
                     df, id_column, text_column, duplicates=duplicates, derived=derived
-                ).persist(StorageLevel.MEMORY_AND_DISK)
+                )
+                frames["docs"] = docs.persist(StorageLevel.MEMORY_AND_DISK) if persist else docs
             elif check.frame == "run":
                 frames["run"] = run_frame(int(values["rows_in"]), int(values["rows_out"]))
             else:
@@ -700,6 +735,60 @@ def _results(
         fmt = {"result_format": "BASIC", "partial_unexpected_count": 0}
         results.update(_validate(suite, spark, frame, frames[frame], checks, gx_params, fmt))
     return results
+
+
+def _native_results(
+    suite: Suite,
+    frames: Mapping[str, DataFrame | pd.DataFrame],
+    by_frame: Mapping[str, list[Check]],
+    params: Mapping[str, Any],
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]]]:
+    """(results by check name, examples by check name) from the spark engine: the docs checks
+    in one Spark job (and one more when one failed), the run/missing checks in Python."""
+    kwargs: dict[str, dict[str, Any]] = {}
+    for checks in by_frame.values():
+        for check in checks:
+            # A suite parsed for GX may hold what this engine cannot run.
+            why = native.problem(check.type, check.config["kwargs"], check.frame)
+            if why is not None:
+                raise ConfigError(f"suite {suite.source}: {check.name} ({check.type}): {why}")
+            kwargs[check.name] = native.substituted(check.config["kwargs"], params)
+    results: dict[str, dict[str, Any]] = {}
+    examples: dict[str, list[Any]] = {}
+    for frame, checks in by_frame.items():
+        data = frames[frame]
+        if isinstance(data, DataFrame):
+            results.update(native.docs_results(data, checks, kwargs))
+            examples.update(_native_docs_examples(data, checks, kwargs, results))
+        else:
+            key = "column" if frame == "missing" else None
+            table = {str(c): data[c].tolist() for c in data.columns}
+            found, named = native.rows_results(table, checks, kwargs, key, EXAMPLES)
+            results.update(found)
+            examples.update(named)
+    return results, {name: _jsonable(keys)[:EXAMPLES] for name, keys in examples.items()}
+
+
+def _native_docs_examples(
+    frame: DataFrame,
+    checks: list[Check],
+    kwargs: Mapping[str, dict[str, Any]],
+    results: dict[str, dict[str, Any]],
+) -> dict[str, list[Any]]:
+    """The examples of the failed docs checks, and the repeats of uniqueness checks that the
+    aggregation left open (it updates their `results`): one Spark job, only when needed."""
+    open_ = [c for c in checks if native.OPEN in results[c.name]]
+    failed = [c for c in checks if _is_map_failure(results[c.name])]
+    if not open_ and not (failed and ID in frame.columns):
+        return {}
+    counts, named = native.docs_failures(frame, [*open_, *failed], kwargs, ID, EXAMPLES)
+    for check in open_:
+        results[check.name] = native.unique_result(
+            kwargs[check.name], results[check.name], counts[check.name]
+        )
+    if ID not in frame.columns:
+        return {}
+    return {c.name: named[c.name] for c in checks if _is_map_failure(results[c.name])}
 
 
 def _failure_examples(
@@ -759,7 +848,7 @@ def _suite_record(
 
 
 def audit_clean_output(
-    spark: SparkSession, staged_dir: str, params: dict[str, object]
+    spark: SparkSession, staged_dir: str, params: dict[str, object], engine: str = "spark"
 ) -> dict[str, object]:
     """Run the clean_docs suite on a staged clean output; never raises for failed checks.
 
@@ -767,7 +856,8 @@ def audit_clean_output(
     cluster_id, stage, kept). `params`: id_column, text_column, min_chars, max_chars, rows_in,
     rows_out, min_retention, allowed_langs (empty: skip), missing_rates ({column: rate}),
     review_threshold, and optionally exact_dedup (False skips the exact-duplicate check).
-    Returns `run_suite`'s dict; `passed` is False when a critical check failed.
+    Returns `run_suite`'s dict and the `engine` that ran it (`spark` or `gx`, see
+    `run_suite`); `passed` is False when a critical check failed.
     """
     from corpusclean.schemas import DUPLICATES
 
@@ -777,4 +867,5 @@ def audit_clean_output(
         raise InputError(f"audit: {data_path} does not exist")
     data = spark.read.parquet(str(data_path))
     duplicates = spark.read.schema(DUPLICATES).parquet(str(dup_path)) if dup_path.exists() else None
-    return run_suite(data, "clean_docs", params, duplicates=duplicates)
+    result = run_suite(data, "clean_docs", params, duplicates=duplicates, engine=engine)
+    return {**result, "engine": engine}

@@ -54,7 +54,7 @@ MAX_CHARS = 20_000
 TABLES = ("data", "duplicates", "rejected")
 LINE_COLUMNS = ["source_file", "source_line", "raw_line"]
 
-# Every run: the audit only gates publishing (it writes no row), and costs a GX start.
+# Every run: the audit only gates publishing (it writes no row), and costs a Spark pass.
 COMMON = ["--set", "audit.enabled=false", "--set", f"rules.max_chars={MAX_CHARS}"]
 CONFIGS: dict[str, tuple[str, list[str]]] = {
     # Defaults, near dedup on.

@@ -43,7 +43,7 @@ def _rec(name: str, severity: str, success: bool | None, column: str = "doc_id")
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_suites_are_hand_written_gx_json_that_loads_completely(name: str) -> None:
     raw = json.loads(resources.files("corpusclean.schemas").joinpath(f"{name}.json").read_text())
-    suite = quality.load_suite(name)
+    suite = quality.load_suite(name, "gx")
     assert suite.name == name
     assert len(suite.checks) == len(raw["expectations"])
     assert "id" not in raw
@@ -81,21 +81,24 @@ def test_clean_docs_has_the_default_checks_with_their_severities() -> None:
     assert by_name["no_exact_duplicates"].column == "text"
 
 
-@pytest.mark.gx
-def test_a_typo_in_an_expectation_type_is_an_error_naming_it() -> None:
+ENGINES = [pytest.param("gx", marks=pytest.mark.gx), "spark"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_typo_in_an_expectation_type_is_an_error_naming_it(engine: str) -> None:
     typo = {"type": "expect_column_values_to_not_be_nul", "kwargs": {"column": "text"}}
     with pytest.raises(ConfigError, match=r"expectation 2 \(expect_column_values_to_not_be_nul\)"):
-        quality.parse_suite(_suite(NOT_NULL, typo), "typo.json")
+        quality.parse_suite(_suite(NOT_NULL, typo), "typo.json", engine)
 
 
-@pytest.mark.gx
-def test_a_typo_in_an_argument_is_an_error() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_typo_in_an_argument_is_an_error(engine: str) -> None:
     typo = {
         "type": "expect_column_values_to_be_between",
         "kwargs": {"column": "x", "min_vlaue": 1},
     }
-    with pytest.raises(ConfigError, match=r"expectation 1"):
-        quality.parse_suite(_suite(typo), "typo.json")
+    with pytest.raises(ConfigError, match=r"expectation 1 .*min_vlaue"):
+        quality.parse_suite(_suite(typo), "typo.json", engine)
 
 
 @pytest.mark.gx
@@ -105,10 +108,10 @@ def test_a_suite_gx_would_shrink_fails_loudly(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(quality, "_build_gx_expectation", lambda config: None)
     typo = {"type": "expect_colum_values_to_be_unique", "kwargs": {"column": "doc_id"}}
     with pytest.raises(ConfigError, match=r"GX loaded 1 of 2 expectations; dropped: expect_colum"):
-        quality.parse_suite(_suite(NOT_NULL, typo), "typo.json")
+        quality.parse_suite(_suite(NOT_NULL, typo), "typo.json", "gx")
 
 
-@pytest.mark.gx
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -122,9 +125,9 @@ def test_a_suite_gx_would_shrink_fails_loudly(monkeypatch: pytest.MonkeyPatch) -
         (_suite({**NOT_NULL, "kwarg": {}}), "unknown key"),
     ],
 )
-def test_malformed_suites_are_errors(text: str, message: str) -> None:
+def test_malformed_suites_are_errors(text: str, message: str, engine: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        quality.parse_suite(text, "bad.json")
+        quality.parse_suite(text, "bad.json", engine)
 
 
 def test_suite_source_by_name_path_or_error(tmp_path: Path) -> None:
@@ -139,14 +142,14 @@ def test_suite_source_by_name_path_or_error(tmp_path: Path) -> None:
         quality.suite_source(str(tmp_path / "none.json"))
 
 
-@pytest.mark.gx
-def test_parameter_names_and_exported_ids_are_handled() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_parameter_names_and_exported_ids_are_handled(engine: str) -> None:
     exp = {
         "id": "7f1c",  # a GX export carries ids; they mean nothing here
         "type": "expect_column_values_to_be_between",
         "kwargs": {"column": "x", "min_value": {"$PARAMETER": "lo"}, "max_value": 3},
     }
-    suite = quality.parse_suite(_suite(exp), "export.json")
+    suite = quality.parse_suite(_suite(exp), "export.json", engine)
     assert suite.checks[0].parameters == ("lo",)
     assert suite.checks[0].name == "expect_column_values_to_be_between:x"
     assert "id" not in suite.checks[0].config
