@@ -59,8 +59,10 @@ from corpusclean.jobs.session import (
 )
 from corpusclean.pipelines.base import Dedup, Pipeline, funnel_aggregates
 from corpusclean.pipelines.columns import (
+    BAD_CHARS,
     BAD_LINE,
     CLEAN_RESERVED,
+    NORM_HASH,
     REASON,
     ROW_HASH,
     ROW_ID,
@@ -333,7 +335,7 @@ def _execute(spark: SparkSession, run: Run, fmt: str, staging: Path, work: Path)
     hold("dedup")
     _write(run, frames, decisions, bad_lines, staging)
     hold("write")
-    _gate_and_audit(spark, run, staging)
+    _gate_and_audit(spark, run, staging, decisions)
 
 
 @dataclass(frozen=True)
@@ -383,9 +385,10 @@ def _mark(spark: SparkSession, run: Run, fmt: str) -> Frames:
     return Frames(marked, raw, input_cols, input_schema, lines)
 
 
-def _read_spec(pipe: Pipeline, text_col: str) -> ReadPass:
-    """The read pass of the enabled stages: their scorers and their text features."""
-    return ReadPass(text_col, tuple(pipe.scorers()), tuple(pipe.text_features()))
+def _read_spec(pipe: Pipeline, text_col: str, audit: bool) -> ReadPass:
+    """The read pass of the enabled stages: their scorers and their text features, and the
+    bad-character counts when the audit will read them."""
+    return ReadPass(text_col, tuple(pipe.scorers()), tuple(pipe.text_features()), audit)
 
 
 def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFrame | None:
@@ -398,7 +401,7 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
     aggregates = missing_value_aggregates(frames.input_schema, median_cols)
     if frames.lines:
         aggregates.append(F.sum(F.col(BAD_LINE).isNotNull().cast("long")).alias(_BAD_LINES))
-    spec = _read_spec(pipe, text_col)
+    spec = _read_spec(pipe, text_col, cfg.audit.enabled)
     reads = [c for f in spec.scorers for c in f.reads() if c != text_col]
     narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, STAGE, *pipe.order_columns(), *reads]
     with log.stage(JOB, "read", spark=spark) as st:
@@ -594,9 +597,10 @@ def _write(
     run.stage(Stage("write", run.output_rows, run.output_rows, st.seconds))
 
 
-def _gate_and_audit(spark: SparkSession, run: Run, staging: Path) -> None:
+def _gate_and_audit(spark: SparkSession, run: Run, staging: Path, decisions: DataFrame) -> None:
     """The retention gate, then the audit, then report.json; raises RejectedError when either
-    refuses (the caller publishes otherwise)."""
+    refuses (the caller publishes otherwise). `decisions`: the last decisions (the audit reads
+    the read pass's values of the rows they keep)."""
     cfg = run.config
     retention = run.output_rows / run.input_rows
     run.gate_passed = retention >= cfg.gate.min_retention
@@ -605,7 +609,7 @@ def _gate_and_audit(spark: SparkSession, run: Run, staging: Path) -> None:
     run.stage(Stage("gate", run.output_rows, kept, 0.0, gate_note))
     log.info(JOB, f"{'gate':<10} {'passed' if run.gate_passed else 'FAILED'}: {gate_note}")
     if run.gate_passed and cfg.audit.enabled:
-        run.audit = _audit(spark, run, staging)
+        run.audit = _audit(spark, run, staging, decisions)
     elif not cfg.audit.enabled:
         run.audit = {"ran": False, "reason": "audit.enabled is false"}
     report_path = write_reports(staging, report_dict(spark, run))
@@ -712,10 +716,16 @@ def _rejected_rows(
     )
 
 
-def _audit(spark: SparkSession, run: Run, staging: Path) -> dict[str, Any]:
-    """The clean_docs quality suite on the staged output (write-audit-publish)."""
+def _audit(spark: SparkSession, run: Run, staging: Path, decisions: DataFrame) -> dict[str, Any]:
+    """The clean_docs quality suite on the staged output (write-audit-publish).
+
+    The checks on the normalised-text hash and the bad-character share read the values the
+    read pass computed for the kept rows (the rows of data/, as `row_count_matches_report`
+    and `doc_id_unique` hold them to), not the text again: hashing it is most of the audit's
+    cost. Every other check reads data/ itself; `corpusclean check` computes all from the text.
+    """
     try:
-        from corpusclean.jobs.quality import audit_clean_output
+        from corpusclean.jobs.quality import audit_clean_output, precomputed_frame
     except ModuleNotFoundError:
         return {"ran": False, "reason": "quality module not installed"}
     cfg = run.config
@@ -731,7 +741,9 @@ def _audit(spark: SparkSession, run: Run, staging: Path) -> dict[str, Any]:
         "review_threshold": cfg.missing.review_threshold,
     }
     with log.stage(JOB, "audit", rows_in=run.output_rows, spark=spark) as st:
-        result = audit_clean_output(spark, str(staging), params, cfg.audit.engine)
+        kept = decisions.filter(F.col(STAGE).isNull())
+        derived = precomputed_frame(kept, cfg.columns.id, NORM_HASH, BAD_CHARS, TEXT_LEN)
+        result = audit_clean_output(spark, str(staging), params, cfg.audit.engine, derived)
         result.setdefault("ran", True)
         st.rows_out = run.output_rows
         st.note = "passed" if result.get("passed") else "FAILED"

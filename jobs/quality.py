@@ -47,21 +47,25 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, DoubleType, LongType, StructField, StructType
 
 from corpusclean.jobs import expectations as native
 from corpusclean.jobs.errors import ConfigError, InputError
-from corpusclean.pipelines.content import content_hashes
+from corpusclean.pipelines.content import bad_char_counts, content_hashes
 
 SEVERITIES = ("critical", "warning", "info")
 FRAMES = ("docs", "run", "missing")
 ID = "doc_id"
 TEXT = "text"
 DERIVED = ("_norm_hash", "_bad_char_ratio", "_removed_in")
+# The derived columns computed from the text alone: a caller that already has them for every
+# document (clean's read pass) passes them as a `precomputed` frame instead.
+TEXT_DERIVED = ("_norm_hash", "_bad_char_ratio")
+# The frame name of the checks that run on a `precomputed` frame.
+PRECOMPUTED = "precomputed"
 # How many offending keys (doc_ids, column names) a failed check names in its record.
 EXAMPLES = 20
 
@@ -295,9 +299,6 @@ def _gx_suite(suite: Suite, checks: Iterable[Check]) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-# U+FFFD (what a decoder writes for bytes it could not decode) and the C0/C1 control characters
-# (Unicode category Cc: U+0000-001F, U+007F-009F) other than tab, newline and carriage return.
-_BAD_CHARS_RE2 = r"[\x{FFFD}\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]"
 _TEXT_CHECKS = StructType(
     [StructField("norm_hash", BinaryType(), True), StructField("bad_chars", LongType(), True)]
 )
@@ -311,9 +312,29 @@ def text_check_values(texts: pa.Array) -> pa.Array:
     come from one Arrow UDF: the text crosses to Python once, and the frame is persisted, so
     neither is computed again by the checks that read them.
     """
-    bad = pc.cast(pc.count_substring_regex(texts, _BAD_CHARS_RE2), pa.int64())
     return pa.StructArray.from_arrays(
-        [content_hashes(texts), bad], names=["norm_hash", "bad_chars"]
+        [content_hashes(texts), bad_char_counts(texts)], names=["norm_hash", "bad_chars"]
+    )
+
+
+def _bad_char_ratio(bad_chars: Column, length: Column) -> Column:
+    """The share of bad characters; 0.0 for an empty or null text."""
+    ratio = F.when(length > 0, bad_chars / length)
+    return ratio.otherwise(F.lit(0.0)).cast(DoubleType())
+
+
+def precomputed_frame(
+    df: DataFrame, id_column: str, hash_column: str, bad_chars_column: str, length_column: str
+) -> DataFrame:
+    """The text-derived columns of `docs_frame` from values computed earlier: `doc_id`,
+    `_norm_hash` (hex of the binary `hash_column`) and `_bad_char_ratio` (`bad_chars_column`
+    over `length_column`, the text's length in characters), one row per document of `df`."""
+    return df.select(
+        F.col(f"`{id_column}`").alias(ID),
+        F.hex(F.col(f"`{hash_column}`")).alias("_norm_hash"),
+        _bad_char_ratio(F.col(f"`{bad_chars_column}`"), F.col(f"`{length_column}`")).alias(
+            "_bad_char_ratio"
+        ),
     )
 
 
@@ -351,9 +372,8 @@ def docs_frame(
         if "_norm_hash" in wanted:
             out = out.withColumn("_norm_hash", F.hex(F.col("_text_checks.norm_hash")))
         if "_bad_char_ratio" in wanted:
-            length = F.length(F.col(TEXT))
-            ratio = F.when(length > 0, F.col("_text_checks.bad_chars") / length)
-            out = out.withColumn("_bad_char_ratio", ratio.otherwise(F.lit(0.0)).cast(DoubleType()))
+            ratio = _bad_char_ratio(F.col("_text_checks.bad_chars"), F.length(F.col(TEXT)))
+            out = out.withColumn("_bad_char_ratio", ratio)
         out = out.drop("_text_checks")
     if "_removed_in" in wanted and duplicates is not None and ID in out.columns:
         # A loser that shares its survivor's id (the doc_id stage's groups) is no removed
@@ -595,6 +615,7 @@ def run_suite(
     *,
     duplicates: DataFrame | None = None,
     engine: str = "spark",
+    precomputed: DataFrame | None = None,
 ) -> dict[str, object]:
     """Run a suite on `df` (and on the run/missing frames built from `params`).
 
@@ -608,6 +629,9 @@ def run_suite(
     check in file order: name, column, severity, observed, success, status, expectation,
     expected, detail, and examples for a failed per-row check), parameters, seconds. A failed
     check never raises; a broken suite or a missing parameter raises `ConfigError`.
+
+    `precomputed` (`precomputed_frame`: doc_id and text-derived columns for exactly the
+    documents of `df`): the checks on those columns run on it, so the text is not hashed again.
     """
     start = time.perf_counter()
     suite = (
@@ -623,7 +647,9 @@ def run_suite(
     active, skipped = _active_checks(suite, values)
     absent: dict[str, str] = {}
     persist = _engine(engine) == "gx"
-    frames, by_frame = _check_frames(df, active, values, duplicates, skipped, absent, persist)
+    frames, by_frame = _check_frames(
+        df, active, values, duplicates, skipped, absent, persist, precomputed
+    )
     try:
         gx_params = {k: v for k, v in values.items() if k not in _FRAME_INPUTS}
         if persist:
@@ -632,9 +658,10 @@ def run_suite(
         else:
             results, examples = _native_results(suite, frames, by_frame, gx_params)
     finally:
-        docs = frames.get("docs")
-        if isinstance(docs, DataFrame):
-            docs.unpersist()
+        for name in ("docs", PRECOMPUTED):
+            persisted = frames.get(name)
+            if isinstance(persisted, DataFrame):
+                persisted.unpersist()
     columns = {ID: id_column, TEXT: text_column}
     records = [
         _suite_record(check, columns, results, skipped, absent, examples) for check in suite.checks
@@ -681,16 +708,28 @@ def _check_frames(
     skipped: dict[str, str],
     absent: dict[str, str],
     persist: bool,
+    precomputed: DataFrame | None = None,
 ) -> tuple[dict[str, DataFrame | pd.DataFrame], dict[str, list[Check]]]:
     """(frames, checks by frame): the frames the `active` checks validate, built once each,
     and the checks that can run on them. A check that cannot is added to `skipped` (with
     why) or, when its column is missing, to `absent` (with the column). The docs frame is
-    persisted when `persist` (GX runs several jobs over it; the spark engine one)."""
+    persisted when `persist` (GX runs several jobs over it; the spark engine one). A docs
+    check on a column of `precomputed` runs on that frame (under the name PRECOMPUTED)."""
     id_column, text_column = str(values["id_column"]), str(values["text_column"])
     frames: dict[str, DataFrame | pd.DataFrame] = {}
     by_frame: dict[str, list[Check]] = {}
+    given = {c for c in (precomputed.columns if precomputed is not None else ()) if c != ID}
     derived = {str(c.config["kwargs"].get("column")) for c in active if c.frame == "docs"}
+    derived -= given
     for check in active:
+        column = check.config["kwargs"].get("column")
+        if precomputed is not None and check.frame == "docs" and column in given:
+            if PRECOMPUTED not in frames:
+                frames[PRECOMPUTED] = (
+                    precomputed.persist(StorageLevel.MEMORY_AND_DISK) if persist else precomputed
+                )
+            by_frame.setdefault(PRECOMPUTED, []).append(check)
+            continue
         if check.frame not in frames:
             if check.frame == "docs":
                 # Persisted for GX: its checks run several Spark jobs over it, and without it
@@ -801,7 +840,7 @@ def _failure_examples(
 ) -> dict[str, list[Any]]:
     """The offending keys (doc_ids, column names) of each failed per-row check, by name."""
     examples: dict[str, list[Any]] = {}
-    keys = {"docs": ID, "missing": "column"}
+    keys = {"docs": ID, PRECOMPUTED: ID, "missing": "column"}
     for frame, checks in by_frame.items():
         key = keys.get(frame)
         failed = [c for c in checks if _is_map_failure(results.get(c.name))]
@@ -848,7 +887,11 @@ def _suite_record(
 
 
 def audit_clean_output(
-    spark: SparkSession, staged_dir: str, params: dict[str, object], engine: str = "spark"
+    spark: SparkSession,
+    staged_dir: str,
+    params: dict[str, object],
+    engine: str = "spark",
+    precomputed: DataFrame | None = None,
 ) -> dict[str, object]:
     """Run the clean_docs suite on a staged clean output; never raises for failed checks.
 
@@ -857,7 +900,8 @@ def audit_clean_output(
     rows_out, min_retention, allowed_langs (empty: skip), missing_rates ({column: rate}),
     review_threshold, and optionally exact_dedup (False skips the exact-duplicate check).
     Returns `run_suite`'s dict and the `engine` that ran it (`spark` or `gx`, see
-    `run_suite`); `passed` is False when a critical check failed.
+    `run_suite`); `passed` is False when a critical check failed. `precomputed`: see
+    `run_suite`; the result's `precomputed` lists the columns taken from it.
     """
     from corpusclean.schemas import DUPLICATES
 
@@ -867,5 +911,8 @@ def audit_clean_output(
         raise InputError(f"audit: {data_path} does not exist")
     data = spark.read.parquet(str(data_path))
     duplicates = spark.read.schema(DUPLICATES).parquet(str(dup_path)) if dup_path.exists() else None
-    result = run_suite(data, "clean_docs", params, duplicates=duplicates, engine=engine)
-    return {**result, "engine": engine}
+    result = run_suite(
+        data, "clean_docs", params, duplicates=duplicates, engine=engine, precomputed=precomputed
+    )
+    given = sorted(c for c in (precomputed.columns if precomputed is not None else ()) if c != ID)
+    return {**result, "engine": engine, "precomputed": given}

@@ -24,6 +24,7 @@ NEAR_CLUSTER = "_near_cluster"
 RANK = "__rank"
 # clean: content features (pipelines/content.py) and near dedup (pipelines/near_dedup.py)
 NORM_HASH = "_norm_hash"
+BAD_CHARS = "_bad_chars"
 MINHASH = "_minhash"
 BANDS = "_bands"
 SHINGLES = "_shingles"
@@ -64,6 +65,7 @@ CLEAN_RESERVED: frozenset[str] = frozenset(
         NEAR_CLUSTER,
         RANK,
         NORM_HASH,
+        BAD_CHARS,
         MINHASH,
         BANDS,
         SHINGLES,

@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import expectations as native
 from corpusclean.jobs import quality
-from corpusclean.jobs.quality import audit_clean_output, run_suite
+from corpusclean.jobs.quality import audit_clean_output, precomputed_frame, run_suite
+from corpusclean.pipelines.content import bad_char_counts, content_hashes
 
 pytestmark = [pytest.mark.spark]
 
@@ -213,6 +215,62 @@ def test_a_default_audit_never_imports_great_expectations(tmp_path: Path) -> Non
         "assert 'great_expectations' not in sys.modules, 'GX was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def _precomputed(spark: Any, rows: list[tuple]) -> Any:
+    """What clean's read pass computes for these documents: hash, bad characters, length."""
+    texts = pa.array([r[1] for r in rows], pa.string())
+    table = pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.string()),
+            "h": content_hashes(texts),
+            "bad": bad_char_counts(texts),
+            "len": pc.utf8_length(texts).cast(pa.int64()),
+        }
+    )
+    return precomputed_frame(spark.createDataFrame(table.to_pandas()), "id", "h", "bad", "len")
+
+
+@pytest.mark.parametrize("engine", native.ENGINES)
+def test_precomputed_values_give_the_records_the_text_gives(spark: Any, engine: str) -> None:
+    if engine == "gx":
+        pytest.importorskip("great_expectations")
+    df, params, dups = _cases(spark)["failing"]
+    from_text = run_suite(df, "clean_docs", params, duplicates=dups, engine=engine)
+    given = run_suite(
+        df,
+        "clean_docs",
+        params,
+        duplicates=dups,
+        engine=engine,
+        precomputed=_precomputed(spark, BAD),
+    )
+    assert given["checks"] == from_text["checks"]
+    names = {r["name"]: r for r in given["checks"]}
+    assert names["no_exact_duplicates"]["examples"] == ["exact_a", "exact_b"]
+    assert names["charset_sanity"]["examples"] == ["garbled"]
+
+
+def test_precomputed_values_are_what_the_checks_read(spark: Any, tmp_path: Path) -> None:
+    """The text has an exact duplicate pair and a garbled row; the precomputed values (as a
+    dedup that missed nothing would leave them) say otherwise, and the checks believe them:
+    the text is not hashed again."""
+    rows = [*GOOD, ("exact_a", "Same words here, long enough", "en", "u")]
+    rows.append(("exact_b", "same   words here, LONG enough", "en", "u"))
+    rows.append(("garbled", "\ufffd" * 10 + _text(104), "en", "u"))
+    staged = _staged(tmp_path / "staged", rows, GOOD_DUPS)
+    params = {**PARAMS, "rows_in": 12, "rows_out": 11, "missing_rates": {"url": 0.0}}
+    clean_rows = [(r[0], f"unique text {r[0]}", *r[2:]) for r in rows]
+    result = audit_clean_output(
+        spark, str(staged), params, precomputed=_precomputed(spark, clean_rows)
+    )
+    assert result["precomputed"] == ["_bad_char_ratio", "_norm_hash"]
+    names = _by_name(result)
+    assert names["no_exact_duplicates"]["success"] and names["charset_sanity"]["success"]
+    # From the text itself, both fail.
+    names = _by_name(audit_clean_output(spark, str(staged), params))
+    assert names["no_exact_duplicates"]["examples"] == ["exact_a", "exact_b"]
+    assert names["charset_sanity"]["examples"] == ["garbled"]
 
 
 # --- both engines --------------------------------------------------------------------------

@@ -286,3 +286,33 @@ def test_disk_full_is_one_line_and_keeps_the_previous_output(
     after = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     assert after == before
     assert sorted(p.name for p in small_fs.iterdir()) == ["clean", "filler"]  # staging removed
+
+
+def test_the_audit_reads_the_read_pass_values_and_judges_as_check_does(spark, tmp_path) -> None:
+    """clean's audit takes the hash and bad-character checks' values from the read pass; on
+    the published output, the suite run from the text gives the same records."""
+    from corpusclean.jobs.quality import audit_clean_output
+
+    words = "the quick brown fox jumps over the lazy dog while the sun sets slowly " * 3
+    texts = [f"document {i}: {words} {i * 31}" for i in range(60)]
+    texts[5] = texts[4].upper() + "  "  # an exact duplicate once normalised
+    texts[10] = "\ufffd" * 30 + texts[10]  # decoded with the wrong charset: > 1% bad
+    texts[11] = "\x00\x01\x02" * 10 + texts[11]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    pq.write_table(
+        pa.table({"doc_id": [f"d{i:02d}" for i in range(60)], "text": texts}), raw / "p.parquet"
+    )
+    out = tmp_path / "clean"
+    args = ["--input", str(raw), "--output", str(out), "--set", "near_dedup.enabled=false"]
+    assert clean.main(args) == 0
+    report = json.loads((out / "report.json").read_text())
+    audit = report["audit"]
+    assert audit["precomputed"] == ["_bad_char_ratio", "_norm_hash"]
+    records = {r["name"]: r for r in audit["checks"]}
+    assert records["charset_sanity"]["status"] == "warn"
+    assert records["charset_sanity"]["examples"] == ["d10", "d11"]
+    assert records["no_exact_duplicates"]["status"] == "pass"
+    assert report["removed"]["exact"] == 1
+    from_text = audit_clean_output(spark, str(out), audit["parameters"])
+    assert from_text["checks"] == audit["checks"]

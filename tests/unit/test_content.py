@@ -6,8 +6,15 @@ import random
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.types import StringType, StructField, StructType
 
-from corpusclean.pipelines.content import collapse_whitespace, content_hashes, normalise_text
+from corpusclean.pipelines.columns import BAD_CHARS, NORM_HASH, REASON, STAGE
+from corpusclean.pipelines.content import (
+    ReadPass,
+    collapse_whitespace,
+    content_hashes,
+    normalise_text,
+)
 
 
 def test_normalisation() -> None:
@@ -68,3 +75,27 @@ def test_collapse_whitespace_on_slices_keeps_string_boundaries() -> None:
         for j in range(i, len(arr) + 1):
             part = arr.slice(i, j - i)
             assert collapse_whitespace(part).to_pylist() == _re2_collapse(part)
+
+
+def test_read_pass_counts_bad_characters_of_live_rows_only() -> None:
+    texts = [
+        "ok text",
+        "bad \ufffd\x00 text\x7f",
+        "tab\tnewline\ncr\r ok",
+        "\x9f",
+        None,
+        "gone \ufffd",
+    ]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "text": pa.array(texts, pa.string()),
+            REASON: pa.array([None, None, None, None, None, "too_short"], pa.string()),
+            STAGE: pa.array([None, None, None, None, None, "rules"], pa.string()),
+        }
+    )
+    out = ReadPass("text", bad_chars=True).batch(batch)
+    assert out.column(BAD_CHARS).to_pylist() == [0, 3, 0, 1, None, None]
+    assert ReadPass("text").schema(StructType([StructField("text", StringType())])).names == [
+        NORM_HASH
+    ]
+    assert BAD_CHARS not in ReadPass("text").batch(batch).schema.names
