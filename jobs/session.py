@@ -23,6 +23,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from corpusclean.jobs import log
+from corpusclean.jobs.classcache import with_class_archive
 from corpusclean.jobs.console import console_progress
 from corpusclean.jobs.sparkconf import parse_properties
 
@@ -105,6 +106,9 @@ def build_session(app_name: str, spark_conf: dict[str, str] | None = None) -> Sp
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings: dict[str, str] = {} if under_spark_submit() else read_properties("local")
     settings.update(conf)
+    if not under_spark_submit() and SparkContext._gateway is None:
+        # This process starts the JVM: map the class archive of earlier runs (jobs/classcache.py).
+        settings = with_class_archive(settings)
     if not under_spark_submit() and SparkContext._gateway is None and not debugging():
         # The JVM's stderr goes to the log file: the bar would only fill it with carriage
         # returns, and corpusclean's own progress lines say the same on the terminal.

@@ -1,0 +1,127 @@
+"""The local JVM's class-data archive: when a run records one, maps one, or leaves it alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from corpusclean.jobs import classcache
+from corpusclean.jobs.classcache import OPTIONS, java_binary, java_option, usable
+
+OLD = time.time() - 120  # a recording whose JVM is long done writing
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(classcache.ENV, str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def real_archive(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A small dynamic archive the JVM of this machine wrote (`java -version`'s classes)."""
+    java = java_binary()
+    assert java is not None, "java is found on this machine"
+    path = tmp_path_factory.mktemp("jsa") / "tiny.jsa"
+    subprocess.run([str(java), f"-XX:ArchiveClassesAtExit={path}", "-version"], check=True)
+    return path.read_bytes()
+
+
+def _key() -> str:
+    key = classcache.archive_key({})
+    assert key is not None, "java and the Spark jars are found on this machine"
+    return key
+
+
+def _recording(cache: Path, pid: int, data: bytes, mtime: float = OLD) -> Path:
+    cache.mkdir(exist_ok=True)
+    path = cache / f"spark-classes-{_key()}.{pid}.recording"
+    path.write_bytes(data)
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_the_first_run_records_into_a_file_of_its_own(cache: Path) -> None:
+    recording = cache / f"spark-classes-{_key()}.{os.getpid()}.recording"
+    assert java_option({}) == f"-XX:ArchiveClassesAtExit={recording}"
+
+
+def test_a_checked_recording_becomes_the_archive_and_the_rest_go(
+    cache: Path, real_archive: bytes
+) -> None:
+    _recording(cache, 1, real_archive)
+    _recording(cache, 2, real_archive, mtime=OLD - 10)  # an older one of the same key
+    archive = cache / f"spark-classes-{_key()}.jsa"
+    assert java_option({}) == f"-XX:SharedArchiveFile={archive}"
+    assert archive.read_bytes() == real_archive
+    assert [p.name for p in cache.iterdir()] == [archive.name]
+    assert java_option({}) == f"-XX:SharedArchiveFile={archive}"
+
+
+def test_a_truncated_corrupt_headerless_or_fresh_recording_is_never_mapped(
+    cache: Path, real_archive: bytes
+) -> None:
+    java = java_binary()
+    assert java is not None
+    half = len(real_archive) // 2
+    flipped = bytearray(real_archive)
+    flipped[half] ^= 0xFF
+    broken = {
+        "truncated": real_archive[:half],  # mapping it would crash the JVM (SIGBUS)
+        "corrupt": bytes(flipped),
+        "no header yet": b"\0" * 4096 + real_archive[4096:],
+    }
+    for name, data in broken.items():
+        path = _recording(cache, 1, data)
+        assert not usable(path, java), name
+        assert java_option({}).startswith("-XX:ArchiveClassesAtExit="), name
+    # A sound recording its JVM may still be closing waits for a later run.
+    for path in cache.iterdir():
+        path.unlink()
+    _recording(cache, 1, real_archive, mtime=time.time())
+    assert java_option({}).startswith("-XX:ArchiveClassesAtExit=")
+    assert usable(next(cache.iterdir()), java)
+
+
+def test_stale_recordings_of_other_installs_are_swept(cache: Path) -> None:
+    cache.mkdir()
+    old, new = cache / "spark-classes-other.1.recording", cache / "spark-classes-other.2.recording"
+    for path in (old, new):
+        path.write_bytes(b"x")
+    past = time.time() - 2 * classcache.STALE_S
+    os.utime(old, (past, past))
+    java_option({})
+    assert not old.exists() and new.exists()
+
+
+def test_the_archive_name_follows_what_it_depends_on(cache: Path) -> None:
+    assert classcache.archive_key({}) != classcache.archive_key(
+        {"spark.driver.extraClassPath": "/opt/extra.jar"}
+    )
+
+
+def test_off_and_unwritable_folders_leave_the_jvm_alone(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for off in ("off", "0", "false"):
+        monkeypatch.setenv(classcache.ENV, off)
+        assert java_option({}) is None
+        assert classcache.with_class_archive({"a": "b"}) == {"a": "b"}
+    if os.geteuid() == 0:
+        return  # root writes everywhere
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    monkeypatch.setenv(classcache.ENV, str(locked))
+    assert java_option({}) is None
+
+
+def test_a_users_own_java_options_are_kept_and_their_archive_choice_wins(cache: Path) -> None:
+    got = classcache.with_class_archive({OPTIONS: "-Dfoo=1"})
+    assert got[OPTIONS].startswith("-Dfoo=1 -XX:ArchiveClassesAtExit=")
+    for own in ("-Xshare:off", "-XX:SharedArchiveFile=/x.jsa"):
+        assert classcache.with_class_archive({OPTIONS: own}) == {OPTIONS: own}
