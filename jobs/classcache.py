@@ -85,7 +85,9 @@ def archive_key(settings: dict[str, str]) -> str | None:
     java, jars = java_binary(), _spark_jars()
     if java is None or jars is None:
         return None
-    parts = [str(java)]
+    # The archive holds the class path it was recorded with: another install's jars (a second
+    # venv) need an archive of their own.
+    parts = [str(java), str(jars.resolve())]
     parts += sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar"))
     parts.append(settings.get("spark.driver.extraClassPath", ""))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

@@ -99,10 +99,20 @@ def test_stale_recordings_of_other_installs_are_swept(cache: Path) -> None:
     assert not old.exists() and new.exists()
 
 
-def test_the_archive_name_follows_what_it_depends_on(cache: Path) -> None:
-    assert classcache.archive_key({}) != classcache.archive_key(
-        {"spark.driver.extraClassPath": "/opt/extra.jar"}
-    )
+def test_the_archive_name_follows_what_it_depends_on(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = classcache.archive_key({})
+    assert key != classcache.archive_key({"spark.driver.extraClassPath": "/opt/extra.jar"})
+    # The same Spark in another install (a second venv): other jar paths, another archive.
+    jars = classcache._spark_jars()
+    assert jars is not None
+    copy = tmp_path / "spark" / "jars"
+    copy.mkdir(parents=True)
+    for jar in jars.glob("*.jar"):
+        (copy / jar.name).symlink_to(jar)
+    monkeypatch.setenv("SPARK_HOME", str(copy.parent))
+    assert classcache.archive_key({}) not in (None, key)
 
 
 def test_off_and_unwritable_folders_leave_the_jvm_alone(
