@@ -80,9 +80,10 @@ def java_binary() -> Path | None:
     return Path(found).resolve() if found else None
 
 
-def archive_key(settings: dict[str, str]) -> str | None:
-    """A digest of what the archive depends on; None when the JVM or Spark is not found."""
-    java, jars = java_binary(), _spark_jars()
+def archive_key(settings: dict[str, str], java: Path | None = None) -> str | None:
+    """A digest of what the archive depends on (`java`: the binary, else `java_binary()`);
+    None when the JVM or Spark is not found."""
+    java, jars = java or java_binary(), _spark_jars()
     if java is None or jars is None:
         return None
     # The archive holds the class path it was recorded with: another install's jars (a second
@@ -125,10 +126,9 @@ def usable(path: Path, java: Path) -> bool:
 
 def java_option(settings: dict[str, str], now: float | None = None) -> str | None:
     """Map the archive, or record one; None when the cache is off or unusable here."""
-    folder = cache_dir()
-    key = archive_key(settings)
-    java = java_binary()
-    if folder is None or key is None or java is None:
+    folder, java = cache_dir(), java_binary()
+    key = archive_key(settings, java) if java is not None else None
+    if folder is None or java is None or key is None:
         return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -136,8 +136,8 @@ def java_option(settings: dict[str, str], now: float | None = None) -> str | Non
         return None
     archive = folder / f"spark-classes-{key}.jsa"
     now = time.time() if now is None else now
-    mine = sorted(folder.glob(f"{archive.stem}.*.recording"), key=_mtime, reverse=True)
     if not (archive.is_file() and archive.stat().st_size > 0):
+        mine = sorted(folder.glob(f"{archive.stem}.*.recording"), key=_mtime, reverse=True)
         for path in mine:
             if now - _mtime(path) > SETTLE_S and usable(path, java):
                 with contextlib.suppress(OSError):

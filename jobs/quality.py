@@ -61,9 +61,6 @@ FRAMES = ("docs", "run", "missing")
 ID = "doc_id"
 TEXT = "text"
 DERIVED = ("_norm_hash", "_bad_char_ratio", "_removed_in")
-# The derived columns computed from the text alone: a caller that already has them for every
-# document (clean's read pass) passes them as a `precomputed` frame instead.
-TEXT_DERIVED = ("_norm_hash", "_bad_char_ratio")
 # The frame name of the checks that run on a `precomputed` frame.
 PRECOMPUTED = "precomputed"
 # How many offending keys (doc_ids, column names) a failed check names in its record.
@@ -336,6 +333,11 @@ def precomputed_frame(
             "_bad_char_ratio"
         ),
     )
+
+
+def precomputed_columns(precomputed: DataFrame | None) -> list[str]:
+    """The derived columns a `precomputed` frame gives (all but doc_id), sorted."""
+    return sorted(c for c in (precomputed.columns if precomputed is not None else ()) if c != ID)
 
 
 def docs_frame(
@@ -718,7 +720,7 @@ def _check_frames(
     id_column, text_column = str(values["id_column"]), str(values["text_column"])
     frames: dict[str, DataFrame | pd.DataFrame] = {}
     by_frame: dict[str, list[Check]] = {}
-    given = {c for c in (precomputed.columns if precomputed is not None else ()) if c != ID}
+    given = set(precomputed_columns(precomputed))
     derived = {str(c.config["kwargs"].get("column")) for c in active if c.frame == "docs"}
     derived -= given
     for check in active:
@@ -747,7 +749,6 @@ def _check_frames(
         if check.optional_column and check.optional_column not in frame_df.columns:
             skipped[check.name] = f"no {check.optional_column} column"
             continue
-        column = check.config["kwargs"].get("column")
         if column == "_removed_in" and duplicates is None:
             skipped[check.name] = "no duplicates table given"
             continue
@@ -914,5 +915,4 @@ def audit_clean_output(
     result = run_suite(
         data, "clean_docs", params, duplicates=duplicates, engine=engine, precomputed=precomputed
     )
-    given = sorted(c for c in (precomputed.columns if precomputed is not None else ()) if c != ID)
-    return {**result, "engine": engine, "precomputed": given}
+    return {**result, "engine": engine, "precomputed": precomputed_columns(precomputed)}
