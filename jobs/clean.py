@@ -37,7 +37,7 @@ from corpusclean.jobs.config import (
     dump_config,
     load_clean_config,
 )
-from corpusclean.jobs.errors import ConfigError, InputError, RejectedError
+from corpusclean.jobs.errors import ConfigError, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.inputs import (
     LINE_COLUMNS,
     bad_line_rows,
@@ -49,6 +49,18 @@ from corpusclean.jobs.inputs import (
 from corpusclean.jobs.paths import check_output_vs_input, detect_format
 from corpusclean.jobs.publish import Publisher, check_output
 from corpusclean.jobs.report import write_reports
+from corpusclean.jobs.resume import (
+    LAYOUT,
+    Checkpoint,
+    Checkpoints,
+    current_layout,
+    difference,
+    fingerprint,
+    frame_done,
+    layout_column,
+    layout_digest,
+    mark_frame_done,
+)
 from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.session import (
     build_session,
@@ -87,6 +99,7 @@ JOB = "clean"
 # The funnel's line for JSON Lines input: lines that are not one JSON object.
 INPUT_STAGE = "input"
 _BAD_LINES = "__bad_lines"
+_BAD_LINE_ROWS = "bad_lines"  # the work folder of the bad lines' rows
 
 
 @dataclass
@@ -142,9 +155,37 @@ class Run:
     # jobs started since the line before it.
     spark: SparkSession | None = None
     jobs: int = 0
+    # The killed run this one continues (report.json's `resumed_from`), and its checkpoints.
+    resumed_from: dict[str, Any] | None = None
+    checkpoints: Checkpoints | None = None
+    # The last dedup unit's decisions: `{schema, name}` of their folder under the work folder.
+    decided: dict[str, str] | None = None
+    # The read pass's layout digest (jobs/resume.py), and its bad lines' schema (JSON Lines).
+    layout: int | None = None
+    bad_lines_schema: str | None = None
 
     def __post_init__(self) -> None:
         self.pipeline: Pipeline = self.config.pipeline()
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the run has learned so far, as JSON: a checkpoint's state (`restore`)."""
+        return {
+            **{name: getattr(self, name) for name in _SAVED},
+            "stages": [s.as_dict() for s in self.stages],
+            "features_schema": self.features_schema.json(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take up a checkpoint's state: the funnel so far, column health, figures."""
+        for name in _SAVED:
+            setattr(self, name, state[name])
+        self.stages = [Stage(**s) for s in state["stages"]]
+        self.features_schema = _schema(state["features_schema"])
+
+    def checkpoint(self, order: int, name: str) -> None:
+        """Record a completed unit of work (its files are committed) for a rerun to resume."""
+        if self.checkpoints is not None:
+            self.checkpoints.save(order, name, self.snapshot())
 
     @property
     def filter_stages(self) -> list[str]:
@@ -160,6 +201,30 @@ class Run:
             now = count_jobs(self.spark, self.run_id)
             stage.jobs, self.jobs = now - self.jobs, now
         self.stages.append(stage)
+
+
+# The facts of a run a checkpoint keeps (besides the funnel and the features' schema).
+_SAVED = (
+    "input_rows",
+    "output_rows",
+    "columns",
+    "flagged",
+    "medians",
+    "rejected",
+    "bad_lines",
+    "removed",
+    "figures",
+    "decided",
+    "layout",
+    "bad_lines_schema",
+)
+# Checkpoint order: the read pass first, a dedup unit by the stage index it ends before, the
+# staged output last.
+_READ_ORDER, _WRITE_ORDER = 0, 99
+
+
+def _schema(text: str) -> StructType:
+    return StructType.fromJson(json.loads(text))
 
 
 def read_input(spark: SparkSession, path: str, fmt: str, line_columns: bool = False) -> DataFrame:
@@ -287,30 +352,54 @@ def _reserved_message(path: str, name: str) -> str:
     )
 
 
-def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -> Run:
-    """Run the whole job; returns the run's facts. Raises RejectedError when a gate refuses."""
+def clean(
+    spark: SparkSession, input_path: str, output: str, cfg: CleanConfig, resume: bool = True
+) -> Run:
+    """Run the whole job; returns the run's facts. Raises RejectedError when a gate refuses.
+
+    With `resume`, a run that was killed or crashed on the same work (jobs/resume.py) is
+    continued after its last checkpoint instead of started afresh.
+    """
     fmt = detect_format(input_path, cfg.input.format)
     check_output_vs_input([input_path], output)
+    raw = read_input(spark, input_path, fmt, line_columns=True)
+    fp = fingerprint(spark, raw, fmt, cfg.resolved())
     publisher = Publisher(
         output, JOB, stale_hours=cfg.publish.stale_hours, keep_rejected=cfg.publish.keep_rejected
     )
-    staging = publisher.prepare()  # holds the output's lock until close()
+    adopt = (lambda folder: _refuse_resume(folder, fp)) if resume else None
+    staging = publisher.prepare(adopt=adopt)  # holds the output's lock until close()
     try:
         work = staging / "_work"
         run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg, spark=spark)
+        run.checkpoints = Checkpoints(work)
+        run.checkpoints.write_fingerprint(fp)
         # Every job of the run in one group, so the report can count them.
         spark.sparkContext.setJobGroup(run.run_id, f"corpusclean clean {run.run_id}")
         log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
         hold("prepared")
         try:
-            _execute(spark, run, fmt, staging, work)
+            _execute(spark, run, raw, fmt, staging, work, publisher.resumed_from)
         except RejectedError:
             publisher.reject()  # kept for inspection, as the message says
             raise
         except BaseException as exc:
-            # A crash leaves nothing half-published; its staging is of no use to anyone.
-            publisher.discard()
             explained = explain_read_error(exc)
+            if (
+                explained is None
+                and not isinstance(exc, CorpusCleanError)
+                and run.checkpoints.last() is not None
+            ):
+                # A crash (Spark failure, interrupt) keeps the finished stages for a rerun.
+                publisher.keep_failed()
+                log.info(
+                    JOB,
+                    f"run {run.run_id} failed; its finished stages are kept in {staging}: "
+                    "rerun the same command to resume (--no-resume starts afresh)",
+                )
+            else:
+                # Bad input or config, or nothing finished: the staging is of no use to anyone.
+                publisher.discard()
             if explained is not None:
                 raise explained from exc
             raise
@@ -324,18 +413,83 @@ def clean(spark: SparkSession, input_path: str, output: str, cfg: CleanConfig) -
     return run
 
 
-def _execute(spark: SparkSession, run: Run, fmt: str, staging: Path, work: Path) -> None:
-    """Mark, read pass, dedup stages, write, gate, audit: the run up to publishing."""
+def _refuse_resume(folder: Path, fp: dict[str, Any]) -> str | None:
+    """Why a gone run's staging cannot be resumed by this run (None: it can)."""
+    work = folder / "_work"
+    old = Checkpoints.read_fingerprint(work)
+    if old is None:
+        return "it left no finished stage to reuse"
+    why = difference(old, fp)
+    if why is not None:
+        return why
+    if Checkpoints(work).last() is None:
+        return "it finished no stage"
+    return None
+
+
+def _execute(
+    spark: SparkSession,
+    run: Run,
+    raw: DataFrame,
+    fmt: str,
+    staging: Path,
+    work: Path,
+    resumed_from: str | None,
+) -> None:
+    """Mark, read pass, dedup stages, write, gate, audit: the run up to publishing; after
+    the last checkpoint of `resumed_from` when there is one."""
     # Part of the output contract, not tuning: Spark's INT96 default would turn the input's
     # timestamp columns into another Parquet type ("the input's columns unchanged").
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    frames = _mark(spark, run, fmt)
-    bad_lines = _read_pass(spark, run, frames, work)
-    decisions = _dedup(spark, run, frames, work)
+    frames = _mark(run, raw, fmt)
+    done = _resume_point(spark, run, frames, work, resumed_from)
+    if done is None:
+        bad_lines = _read_pass(spark, run, frames, work)
+    else:
+        bad_lines = _reread_bad_lines(spark, run, work)
+    decisions = _dedup(spark, run, frames, work, done)
     hold("dedup")
-    _write(run, frames, decisions, bad_lines, staging)
+    if done is None or done.order < _WRITE_ORDER:
+        _write(run, frames, decisions, bad_lines, staging)
     hold("write")
     _gate_and_audit(spark, run, staging, decisions)
+
+
+def _resume_point(
+    spark: SparkSession, run: Run, frames: Frames, work: Path, resumed_from: str | None
+) -> Checkpoint | None:
+    """The adopted run's last checkpoint, its state taken up; None to start afresh (no run
+    adopted, or this run would read the input into other row ids: its work is dropped)."""
+    assert run.checkpoints is not None
+    done = run.checkpoints.last() if resumed_from is not None else None
+    if done is None:
+        return None
+    if current_layout(frames.marked) != done.state["layout"]:
+        log.info(
+            JOB,
+            f"not resuming run {resumed_from}: this session splits the input differently "
+            "(spark.sql.files.* or the default parallelism changed), so its row ids would "
+            "name other rows; starting afresh",
+        )
+        fp = Checkpoints.read_fingerprint(work)
+        shutil.rmtree(work)
+        if fp is not None:
+            run.checkpoints.write_fingerprint(fp)
+        return None
+    run.restore(done.state)
+    following = _next_stage(run, done)
+    run.resumed_from = {"run_id": resumed_from, "stage": following, "after": done.name}
+    log.info(JOB, f"resuming run {resumed_from} from stage {following} ({done.name} was done)")
+    return done
+
+
+def _next_stage(run: Run, done: Checkpoint) -> str:
+    """The funnel line a resumed run starts with, after checkpoint `done`."""
+    if done.order == _WRITE_ORDER:
+        return "gate"
+    after = 0 if done.order == _READ_ORDER else done.order
+    later = run.pipeline.dedups[after:]
+    return later[0].name if later else "write"
 
 
 @dataclass(frozen=True)
@@ -353,11 +507,11 @@ class Frames:
     lines: bool
 
 
-def _mark(spark: SparkSession, run: Run, fmt: str) -> Frames:
-    """Read the input, check it against the contract and the stages, and add the row keys
-    and the expression filters' verdicts (Spark expressions: no pass of their own)."""
+def _mark(run: Run, raw: DataFrame, fmt: str) -> Frames:
+    """Check the input (`read_input`'s frame) against the contract and the stages, and add
+    the row keys and the expression filters' verdicts (Spark expressions: no pass of their
+    own)."""
     cfg, pipe = run.config, run.pipeline
-    raw = read_input(spark, run.input_path, fmt, line_columns=True)
     lines = fmt == "jsonl"
     internal = LINE_COLUMNS if lines else ()
     check_schema(raw, cfg, pipe, run.input_path, internal)
@@ -406,14 +560,16 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
     narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, STAGE, *pipe.order_columns(), *reads]
     with log.stage(JOB, "read", spark=spark) as st:
         stats, filtered = Observation("missing"), Observation("filters")
-        observed = frames.marked.observe(stats, *aggregates)
+        # The layout digest lets a rerun check its row ids name the same rows (resume).
+        observed = frames.marked.withColumn(LAYOUT, layout_column()).observe(
+            stats, *aggregates, layout_digest()
+        )
         features = observed.select(*[F.col(quoted(c)) for c in dict.fromkeys(narrow)], text_col)
         passed = run_read_pass(features, spec)
         passed.observe(filtered, *funnel_aggregates(run.filter_stages)).write.mode(
             "overwrite"
         ).parquet(str(work / "features"))
         run.features_schema = passed.schema
-        hold("read")
         metrics, counts = stats.get, filtered.get
         run.input_rows = st.rows_out = int(metrics[ROWS])
         st.note = "one pass: stats, filters, features"
@@ -425,7 +581,17 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
         bad_lines = _bad_lines(spark, run, frames.raw, int(metrics.get(_BAD_LINES) or 0), work)
     _summarise_columns(run, metrics, median_cols)
     _filter_lines(run, counts)
+    run.layout = None if metrics.get(LAYOUT) is None else int(metrics[LAYOUT])
+    run.bad_lines_schema = None if bad_lines is None else bad_lines.schema.json()
+    run.checkpoint(_READ_ORDER, "read")
+    hold("read")
     return bad_lines
+
+
+def _reread_bad_lines(spark: SparkSession, run: Run, work: Path) -> DataFrame | None:
+    """The bad lines the read pass listed for rejected/ (see `_bad_lines`), from its work."""
+    schema = run.bad_lines_schema
+    return None if schema is None else reread(spark, _schema(schema), str(work / _BAD_LINE_ROWS))
 
 
 def _summarise_columns(run: Run, metrics: dict[str, Any], median_cols: list[str]) -> None:
@@ -474,31 +640,51 @@ class _StageRun:
     """What a cluster stage gets from the job (pipelines/base.py `StageRun`): frames it
     materialises go to the run's work folder, under the stage's name."""
 
-    def __init__(self, spark: SparkSession, work: Path, texts: DataFrame, rows_in: int) -> None:
+    def __init__(
+        self, spark: SparkSession, work: Path, texts: DataFrame, rows_in: int, stage: str
+    ) -> None:
         self.spark = spark
+        self.stage = stage
         self.rows_in = rows_in
         self.work = work
         self._texts = texts
 
     def materialise(self, df: DataFrame, name: str) -> DataFrame:
-        path = str(self.work / name)
-        df.write.mode("overwrite").parquet(path)
-        return reread(self.spark, df.schema, path)
+        """Write `df` once and read it back; a frame a resumed run's predecessor committed
+        (the same plan on the same rows) is read back without computing it again."""
+        path = self.work / name
+        if frame_done(path):
+            log.info(JOB, f"{self.stage:<10} reusing {name} from the resumed run")
+        else:
+            df.write.mode("overwrite").parquet(str(path))
+            mark_frame_done(path)
+            hold("materialised")
+        return reread(self.spark, df.schema, str(path))
 
     def texts(self) -> DataFrame:
         return self._texts
 
 
-def _dedup(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFrame:
+def _dedup(
+    spark: SparkSession, run: Run, frames: Frames, work: Path, done: Checkpoint | None
+) -> DataFrame:
     """Decisions on the narrow frame, stage by stage. Consecutive window stages are one write
     (counted by an observation on it: no pass of their own); a cluster stage finds its
-    clusters, marks its losers and writes the decisions again. Returns the last decisions."""
+    clusters, marks its losers and writes the decisions again. Returns the last decisions.
+
+    Each unit's write is checkpointed (order: the index of the stage after it); a resumed run
+    starts after `done`'s unit with its decisions."""
     pipe, text_col = run.pipeline, run.config.columns.text
     feats = reread(spark, run.features_schema, str(work / "features"))
     heavy = [f.name for d in pipe.dedups for x in d.text_features() for f in x.fields()]
     decisions = feats.drop(*[c for c in heavy if c in feats.columns])
     texts = frames.marked.select(ROW_ID, text_col)
     stages, i = pipe.dedups, 0
+    if done is not None and done.order != _READ_ORDER:
+        i = len(stages) if done.order == _WRITE_ORDER else done.order
+        if run.decided is not None:
+            decided = run.decided
+            decisions = reread(spark, _schema(decided["schema"]), str(work / decided["name"]))
     while i < len(stages):
         head = stages[i]
         i += 1
@@ -512,8 +698,13 @@ def _dedup(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFra
         while not head.clusters_on_driver and i < len(stages) and _joins(stages[i]):
             unit.append(stages[i])
             i += 1
-        run_for = _StageRun(spark, work / head.name, texts, run.output_rows)
-        decisions = _run_unit(spark, run, unit, decisions, feats, run_for, work / f"decided-{i}")
+        run_for = _StageRun(spark, work / head.name, texts, run.output_rows, head.name)
+        name = f"decided-{i}"
+        decisions = _run_unit(spark, run, unit, decisions, feats, run_for, work / name)
+        # Names under the work folder, which a resuming run adopts under another run id.
+        run.decided = {"schema": decisions.schema.json(), "name": name}
+        run.checkpoint(i, name)
+        hold("decided")
     return decisions
 
 
@@ -572,6 +763,9 @@ def _write(
 ) -> None:
     """Write the staged output (a rejected run keeps it for inspection)."""
     id_col = run.config.columns.id
+    for name in ("data", "rejected", "duplicates"):
+        # What a killed run's write left behind (a resumed run writes them again whole).
+        shutil.rmtree(staging / name, ignore_errors=True)
     with log.stage(JOB, "write", rows_in=run.output_rows, spark=decisions.sparkSession) as st:
         reasons = {
             r[REASON]: int(r["n"])
@@ -595,6 +789,7 @@ def _write(
         ).write.parquet(str(staging / "duplicates"))
         st.rows_out = run.output_rows
     run.stage(Stage("write", run.output_rows, run.output_rows, st.seconds))
+    run.checkpoint(_WRITE_ORDER, "write")
 
 
 def _gate_and_audit(spark: SparkSession, run: Run, staging: Path, decisions: DataFrame) -> None:
@@ -657,7 +852,10 @@ def _bad_lines(
             f"{files} file{'s' if files != 1 else ''}); fix the input, or set "
             "input.bad_lines=reject to send bad lines to rejected/"
         )
-    rows = bad_line_rows(spark, bad, work).cache()
+    # Written, not cached: a resumed run reads them back (`_reread_bad_lines`).
+    listed = bad_line_rows(spark, bad, work)
+    listed.write.mode("overwrite").parquet(str(work / _BAD_LINE_ROWS))
+    rows = reread(spark, listed.schema, str(work / _BAD_LINE_ROWS))
     files = rows.select("source_file").distinct().count()
     run.bad_lines["files"] = files
     log.warn(
@@ -760,6 +958,8 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         "version": __version__,
         "job": JOB,
         "run_id": run.run_id,
+        # The killed run whose finished stages this run took up (`{run_id, stage, after}`).
+        "resumed_from": run.resumed_from,
         "input": run.input_path,
         "output": run.output_path,
         "input_rows": run.input_rows,
@@ -816,6 +1016,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--print-config", action="store_true", help="print the resolved config and exit"
     )
+    parser.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start afresh even when a killed run of the same work left its finished stages",
+    )
     return parser
 
 
@@ -834,7 +1039,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         preflight(args.input, args.output, cfg)
         spark = build_session("corpusclean-clean", cfg.spark)
         check_shared_output(spark, args.output)
-        run = clean(spark, args.input, args.output, cfg)
+        run = clean(spark, args.input, args.output, cfg, resume=not args.no_resume)
         summary = {
             "input_rows": run.input_rows,
             "output_rows": run.output_rows,

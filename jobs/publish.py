@@ -3,7 +3,8 @@
 The published folder is replaced in one `renameat2(RENAME_EXCHANGE)` (Linux), so readers see
 either the previous good output or the new one, never a mix; where the call is missing, two
 renames are used and a crash between them is repaired by the next run. A rejected or crashed run
-leaves the published folder as it was.
+leaves the published folder as it was; a crashed run's staging is kept (owner state `failed`)
+for the next run of the same work to resume (see jobs/resume.py and `prepare(adopt=...)`).
 
 Beside OUTPUT live `.OUTPUT.lock` (held by the one run writing OUTPUT, see `runlock`) and
 `.OUTPUT.runs/`, the staging folders: `RUN_ID/` with its owner file `RUN_ID.owner.json` (pid,
@@ -32,6 +33,7 @@ import re
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +53,25 @@ _LAYOUT_FILES = {"report.json", "report.html", SUCCESS, MARKER}
 _LAYOUT_DIRS = {"data", "duplicates", "rejected"}
 _SPARK_FILE = re.compile(r"(\.?part-.+|\._SUCCESS\.crc|_SUCCESS)")
 _SHOW_FOREIGN = 3
+# Owner states of a staging folder another run may resume: killed while running, or crashed.
+RESUMABLE = ("running", "failed")
+# Why a staging folder cannot be resumed (None: it can).
+Adopt = Callable[[Path], str | None]
 
 
 def new_run_id() -> str:
     """A sortable, unique run id: UTC time plus a random suffix."""
     now = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{now}-{secrets.token_hex(3)}"
+
+
+def _own_failed(owner: dict[str, Any]) -> bool:
+    """A run of this very process that failed (a notebook's, a test's): it is over, though
+    its process lives on."""
+    me = owner_record("", "")
+    return owner.get("state") == "failed" and all(
+        owner.get(key) == me[key] for key in ("pid", "host", "proc_start")
+    )
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -153,6 +168,8 @@ class Publisher:
         self.keep_rejected = keep_rejected
         self._old = self.runs_dir / f"{self.run_id}.replaced"
         self._lock = RunLock(self.lock_path, job, self.run_id, f"output {self.output}")
+        # The run whose staging this run adopted in prepare(adopt=...), if any.
+        self.resumed_from: str | None = None
 
     def check(self, overwrite_foreign: bool = False) -> None:
         """Refuse an output this job may not replace, in one line naming the fix."""
@@ -198,8 +215,13 @@ class Publisher:
                 "choose another --output) and rerun"
             )
 
-    def prepare(self, overwrite_foreign: bool = False) -> Path:
-        """Take the output's lock, check it may be replaced, clear stale runs, create staging."""
+    def prepare(self, overwrite_foreign: bool = False, adopt: Adopt | None = None) -> Path:
+        """Take the output's lock, check it may be replaced, clear stale runs, create staging.
+
+        With `adopt`, the staging of the newest run that is gone (killed, crashed) and that
+        `adopt` accepts becomes this run's staging, work files and all (`resumed_from` names
+        that run); `adopt` returns why it refuses a folder, or None to take it.
+        """
         _real_output(self._requested, self.job)  # says so once when the output is a symlink
         self.check(overwrite_foreign)  # before any write: a refused output gets nothing beside it
         self.output.parent.mkdir(parents=True, exist_ok=True)
@@ -207,10 +229,13 @@ class Publisher:
         try:
             self._repair()
             self.check(overwrite_foreign)  # again under the lock: the repair may restore it
+            if adopt is not None and self.runs_dir.is_dir():
+                self._adopt(adopt)
             self._sweep()
             self.runs_dir.mkdir(exist_ok=True)
             self._write_owner("running")
-            self.staging.mkdir(exist_ok=False)
+            if self.resumed_from is None:
+                self.staging.mkdir(exist_ok=False)
         except BaseException:
             with contextlib.suppress(OSError):
                 self.owner_file.unlink()
@@ -218,6 +243,32 @@ class Publisher:
             self._lock.release()
             raise
         return self.staging
+
+    def _adopt(self, adopt: Adopt) -> None:
+        """Take over the staging of the newest gone run that `adopt` accepts (see prepare).
+
+        Holding the output's lock means no other run is writing here, so a run whose owner
+        check cannot tell (another host) is gone too; only a provably live owner is skipped.
+        """
+        gone = [
+            (float(owner.get("started_ts") or 0), run_id)
+            for run_id, (_, owner) in self._runs().items()
+            if owner is not None
+            and owner.get("state") in RESUMABLE
+            and (_own_failed(owner) or owner_alive(owner) is not True)
+            and (self.runs_dir / run_id).is_dir()
+        ]
+        for _, run_id in sorted(gone, reverse=True):
+            folder = self.runs_dir / run_id
+            refused = adopt(folder)
+            if refused is not None:
+                log.info(self.job, f"not resuming run {run_id}: {refused}")
+                continue
+            os.rename(folder, self.staging)
+            with contextlib.suppress(FileNotFoundError):
+                (self.runs_dir / f"{run_id}{OWNER_SUFFIX}").unlink()
+            self.resumed_from = run_id
+            return
 
     def _repair(self) -> None:
         """Finish a two-rename publish that crashed between its renames."""
@@ -277,7 +328,7 @@ class Publisher:
             if owner.get("state") == "rejected":
                 rejected.append((float(owner.get("started_ts") or 0), run_id, paths))
                 continue
-            alive = owner_alive(owner)
+            alive = False if _own_failed(owner) else owner_alive(owner)
             age = time.time() - float(owner.get("started_ts") or 0)
             if alive is False:
                 why = "its process is gone"
@@ -335,6 +386,13 @@ class Publisher:
     def _cleanup_runs_dir(self) -> None:
         with contextlib.suppress(OSError):
             self.runs_dir.rmdir()  # only when no rejected run is kept there
+
+    def keep_failed(self) -> Path:
+        """Keep a crashed run's staging for the next run to resume (state `failed`); the next
+        run removes it when it cannot resume from it."""
+        self._write_owner("failed")
+        self.close()
+        return self.staging
 
     def discard(self) -> None:
         """Remove the staging folder (a run that failed before producing anything useful)."""
