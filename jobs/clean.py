@@ -3,7 +3,8 @@
 The job reads the input once for every statistic and every feature that needs the text
 (missing-value counts ride along as a Spark observation; the normalised-text hash and MinHash
 signatures come out of one Arrow pass), stages that narrow frame, makes every dedup decision on
-it, and joins the decisions back to the full rows only once, for the final write.
+it, and joins the decisions back to the full rows only once, for the final write. Each of those
+steps ends in a checkpoint, so a rerun after a crash resumes after the last (jobs/resume.py).
 """
 
 from __future__ import annotations
@@ -362,11 +363,32 @@ def clean(
     """
     fmt = detect_format(input_path, cfg.input.format)
     check_output_vs_input([input_path], output)
-    raw = read_input(spark, input_path, fmt, line_columns=True)
-    fp = fingerprint(spark, raw, fmt, cfg.resolved())
     publisher = Publisher(
         output, JOB, stale_hours=cfg.publish.stale_hours, keep_rejected=cfg.publish.keep_rejected
     )
+    # Every job of the run in one group, so the report can count them.
+    spark.sparkContext.setJobGroup(publisher.run_id, f"corpusclean clean {publisher.run_id}")
+    try:
+        run = _staged_run(spark, publisher, input_path, output, fmt, cfg, resume)
+    finally:
+        # A shared session (tests, notebooks) must not tag its later jobs with this run.
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    log.info(JOB, f"published {run.output_rows:,} docs to {output}")
+    return run
+
+
+def _staged_run(
+    spark: SparkSession,
+    publisher: Publisher,
+    input_path: str,
+    output: str,
+    fmt: str,
+    cfg: CleanConfig,
+    resume: bool,
+) -> Run:
+    """Read, fingerprint, stage (or adopt a killed run's staging), execute, publish."""
+    raw = read_input(spark, input_path, fmt, line_columns=True)
+    fp = fingerprint(spark, raw, fmt, cfg.resolved())
     adopt = (lambda folder: _refuse_resume(folder, fp)) if resume else None
     staging = publisher.prepare(adopt=adopt)  # holds the output's lock until close()
     try:
@@ -374,8 +396,6 @@ def clean(
         run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg, spark=spark)
         run.checkpoints = Checkpoints(work)
         run.checkpoints.write_fingerprint(fp)
-        # Every job of the run in one group, so the report can count them.
-        spark.sparkContext.setJobGroup(run.run_id, f"corpusclean clean {run.run_id}")
         log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
         hold("prepared")
         try:
@@ -407,9 +427,6 @@ def clean(
         publisher.publish()
     finally:
         publisher.close()
-        # A shared session (tests, notebooks) must not tag its later jobs with this run.
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    log.info(JOB, f"published {run.output_rows:,} docs to {output}")
     return run
 
 
@@ -939,6 +956,7 @@ def _audit(spark: SparkSession, run: Run, staging: Path, decisions: DataFrame) -
         "review_threshold": cfg.missing.review_threshold,
     }
     with log.stage(JOB, "audit", rows_in=run.output_rows, spark=spark) as st:
+        hold("audit")
         kept = decisions.filter(F.col(STAGE).isNull())
         derived = precomputed_frame(kept, cfg.columns.id, NORM_HASH, BAD_CHARS, TEXT_LEN)
         result = audit_clean_output(spark, str(staging), params, cfg.audit.engine, derived)

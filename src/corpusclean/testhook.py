@@ -9,10 +9,12 @@ that depends on the machine. Spark's Python workers inherit the variable in loca
 cluster, pass it as `spark.executorEnv.CORPUSCLEAN_TEST_HOLD`), so points inside tasks hold too,
 counted per worker process; once the `.go` file exists, no later arrival waits.
 
-The points of `clean`: `prepared` (lock held, staging created), `read` (features staged),
-`dedup` (decisions staged), `write` (data staged), `publish` (staged output complete, not yet
-swapped in), `swapped` (swapped in, the previous output not yet removed), and in its tasks
-`near.verify` (a near-dedup verification task started). Of `pack`: `pack.task`
+The points of `clean`: `prepared` (lock held, staging created), `read` (features staged and
+checkpointed), `decided` (a dedup unit's decisions checkpointed; `decided:2` the second),
+`materialised` (a cluster stage's frame committed), `dedup` (every decision staged), `write`
+(data staged and checkpointed), `audit` (the audit started), `publish` (staged output complete,
+not yet swapped in), `swapped` (swapped in, the previous output not yet removed), and in its
+tasks `near.verify` (a near-dedup verification task started). Of `pack`: `pack.task`
 (a write task started), `pack.part` (a part committed), `pack.number` (parts being numbered),
 `pack.publish` and `pack.swapped` (an --overwrite being swapped in).
 """

@@ -184,3 +184,29 @@ def test_bad_input_found_mid_run_keeps_nothing(tmp_path: Path, capsys) -> None:
     assert clean.main(["--input", str(raw), "--output", str(out)]) == 1
     assert "line 201" in capsys.readouterr().err
     assert not (tmp_path / ".clean.runs").exists(), "a rerun needs another input: nothing kept"
+
+
+def test_a_near_stage_that_crashed_half_way_reuses_its_frames(
+    corpus, tmp_path: Path, capsys
+) -> None:
+    from corpusclean.pipelines.near_dedup import NearDedup
+
+    out = tmp_path / "clean"
+    # Candidates in Spark: pairs, signatures and edges are materialised before the survivors.
+    spark_path = ["--set", "near_dedup.driver_max_keys=0"]
+    with pytest.MonkeyPatch.context() as mp:
+
+        def boom(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("executor lost")
+
+        mp.setattr(NearDedup, "_survivors", boom)
+        assert clean.main(_args(corpus["raw"], out, *spark_path)) != 0
+    capsys.readouterr()
+    assert clean.main(_args(corpus["raw"], out, *spark_path)) == 0
+    err = capsys.readouterr().err
+    assert "from stage near (decided-2 was done)" in err, err
+    for frame in ("pairs", "signatures", "edges"):
+        assert f"near       reusing {frame} from the resumed run" in err
+    assert "reusing clusters" not in err
+    for table in TABLES:
+        assert _rows(out, table) == _rows(corpus["ref"], table), f"{table}/ differs"
