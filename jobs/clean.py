@@ -39,6 +39,7 @@ from corpusclean.jobs.config import (
     load_clean_config,
 )
 from corpusclean.jobs.errors import ConfigError, CorpusCleanError, InputError, RejectedError
+from corpusclean.jobs.failures import disk_full
 from corpusclean.jobs.inputs import (
     LINE_COLUMNS,
     bad_line_rows,
@@ -408,6 +409,8 @@ def _staged_run(
             if (
                 explained is None
                 and not isinstance(exc, CorpusCleanError)
+                # A full disk gets its space back (the previous output stays, as always).
+                and disk_full(exc) is None
                 and run.checkpoints.last() is not None
             ):
                 # A crash (Spark failure, interrupt) keeps the finished stages for a rerun.
@@ -418,7 +421,7 @@ def _staged_run(
                     "rerun the same command to resume (--no-resume starts afresh)",
                 )
             else:
-                # Bad input or config, or nothing finished: the staging is of no use to anyone.
+                # Bad input or config, a full disk, or nothing finished: nothing to keep.
                 publisher.discard()
             if explained is not None:
                 raise explained from exc
