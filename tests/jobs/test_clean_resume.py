@@ -21,8 +21,9 @@ from corpusclean.jobs.sample import generate
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 TABLES = ("data", "duplicates", "rejected")
-# What may differ between a resumed run's report and an uninterrupted one's.
-TIMINGS = {"seconds", "jobs", "run_id", "resumed_from", "output", "started"}
+# What may differ between a resumed run's report and an uninterrupted one's; `spark` holds the
+# shared test session's settings, which other tests may have changed in between.
+TIMINGS = {"seconds", "jobs", "run_id", "resumed_from", "output", "started", "spark"}
 BAD = [b"{not json", b"[1, 2]"]
 
 
@@ -136,10 +137,11 @@ def test_other_work_starts_afresh_and_removes_the_staging(
     # Spark settings change how a run executes, not what it computes: they do not count.
     staging = _failed_run(corpus, out, "_write", RuntimeError("disk"), capsys)
     argv = _args(corpus["raw"], out, "--set", "spark.sql.shuffle.partitions=3")
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         assert clean.main(argv) == 0
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")  # the shared session's setting
+        spark.conf.set("spark.sql.shuffle.partitions", before)  # the shared session's
     assert f"resuming run {staging.name} from stage write" in capsys.readouterr().err
     for table in TABLES:
         assert _rows(out, table) == _rows(corpus["ref"], table), f"{table}/ differs"
