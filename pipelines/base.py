@@ -43,7 +43,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType, NumericType, StructField, TimestampType
 
-from corpusclean.pipelines.columns import STAGE
+from corpusclean.pipelines.columns import AGAINST, STAGE
+from corpusclean.pipelines.prior import PriorIndex
 
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -216,6 +217,14 @@ class Dedup(Step):
     kind: ClassVar[Literal["filter", "dedup"]] = "dedup"
     cluster_col: ClassVar[str]
     clusters_on_driver: ClassVar[bool] = False  # True: find_clusters, else mark
+    # Indexes of outputs already published (pipelines/prior.py), lent by the job for
+    # `clean --against`: a row that duplicates one of their documents is removed, the prior
+    # document always wins. Empty: the stage dedups within the batch only.
+    priors: Sequence[PriorIndex] = ()
+
+    def against(self, priors: Sequence[PriorIndex]) -> None:
+        """Take the prior indexes this run dedups against (`clean --against`)."""
+        self.priors = tuple(priors)
 
     @property
     def keep(self) -> str:
@@ -265,12 +274,26 @@ class Dedup(Step):
         """Rows of duplicates/ (`doc_id, cluster_id, stage, kept`) from `cluster_col`."""
         doc = F.col(self.roles.id)
         cluster = F.col(self.cluster_col)
+        against = self.against_column(df)
+        kept = doc == cluster
+        if against is not None:
+            kept = kept & against.isNull()
         return df.filter(cluster.isNotNull()).select(
             doc.alias("doc_id"),
             cluster.alias("cluster_id"),
             F.lit(self.name).alias("stage"),
-            (doc == cluster).alias("kept"),
+            kept.alias("kept"),
+            *([] if against is None else [against.alias("against")]),
         )
+
+    def against_column(self, df: DataFrame) -> Column | None:
+        """duplicates/' `against` of this stage's rows (the prior index a row duplicates, null
+        within the batch); None when the run names no prior index (no such column)."""
+        if not self.priors:
+            return None
+        if AGAINST not in df.columns:
+            return F.lit(None).cast("string")
+        return F.when(F.col(STAGE) == F.lit(self.name), F.col(AGAINST))
 
 
 S = TypeVar("S", bound=type[Step])

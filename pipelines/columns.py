@@ -21,6 +21,8 @@ DOCID_GROUP = "_docid_group"
 DOCID_KEPT = "_docid_kept"
 EXACT_CLUSTER = "_exact_cluster"
 NEAR_CLUSTER = "_near_cluster"
+# The prior index a row duplicates (clean --against), null for rows removed within the batch.
+AGAINST = "_against"
 RANK = "__rank"
 # clean: content features (pipelines/content.py) and near dedup (pipelines/near_dedup.py)
 NORM_HASH = "_norm_hash"
@@ -63,6 +65,7 @@ CLEAN_RESERVED: frozenset[str] = frozenset(
         DOCID_KEPT,
         EXACT_CLUSTER,
         NEAR_CLUSTER,
+        AGAINST,
         RANK,
         NORM_HASH,
         BAD_CHARS,

@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 
 from corpusclean.pipelines.base import Dedup, KeepRule, StepParams, register
 from corpusclean.pipelines.columns import (
+    AGAINST,
     DOCID_GROUP,
     DOCID_KEPT,
     EXACT_CLUSTER,
@@ -29,6 +30,7 @@ from corpusclean.pipelines.columns import (
     STAGE,
     TEXT_LEN,
 )
+from corpusclean.pipelines.prior import DOC_ID, HASH, mark_prior_matches
 from corpusclean.schemas import DUPLICATES
 
 
@@ -115,9 +117,11 @@ def mark_exact_duplicates(
     first = F.first(F.col(id_col)).over(
         ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
+    # A row an earlier step already assigned (a prior document's match) keeps its cluster.
+    earlier = F.col(cluster_col) if cluster_col in df.columns else F.lit(None).cast("string")
     return (
         df.withColumn(RANK, rank)
-        .withColumn(cluster_col, F.when(_active() & (size > 1), first))
+        .withColumn(cluster_col, F.when(_active() & (size > 1), first).otherwise(earlier))
         .withColumn(
             STAGE,
             F.when(_active() & (F.col(RANK) > 1), F.lit(stage)).otherwise(F.col(STAGE)),
@@ -135,11 +139,29 @@ def apply_clusters(
     survivor's doc_id, for members of clusters of two or more); adds `cluster_col` and sets
     `_stage = stage` on members that are not their cluster's survivor.
     """
+    prior = AGAINST in clusters.columns
+    extra = [F.col(AGAINST).alias("__against")] if prior else []
     joined = df.join(
-        clusters.select(F.col(ROW_ID), F.col("cluster_id").alias(cluster_col)), ROW_ID, "left"
+        clusters.select(F.col(ROW_ID), F.col("cluster_id").alias(cluster_col), *extra),
+        ROW_ID,
+        "left",
     )
-    loser = _active() & F.col(cluster_col).isNotNull() & (F.col(cluster_col) != F.col(id_col))
-    return joined.withColumn(STAGE, F.when(loser, F.lit(stage)).otherwise(F.col(STAGE)))
+    differs = F.col(cluster_col) != F.col(id_col)
+    if prior:
+        # A cluster that reaches a prior document (clean --against) keeps none of its rows.
+        differs = differs | F.col("__against").isNotNull()
+    loser = _active() & F.col(cluster_col).isNotNull() & differs
+    if not prior:
+        return joined.withColumn(STAGE, F.when(loser, F.lit(stage)).otherwise(F.col(STAGE)))
+    earlier = F.col(AGAINST) if AGAINST in df.columns else F.lit(None).cast("string")
+    # Both from the row's state before this stage marks it.
+    return joined.select(
+        *[c for c in joined.columns if c not in (STAGE, AGAINST, "__against")],
+        F.when(loser, F.lit(stage)).otherwise(F.col(STAGE)).alias(STAGE),
+        F.when(loser & F.col("__against").isNotNull(), F.col("__against"))
+        .otherwise(earlier)
+        .alias(AGAINST),
+    )
 
 
 def build_duplicates_table(df: DataFrame, stages: Sequence[Dedup]) -> DataFrame:
@@ -174,17 +196,25 @@ class DocIdDedup(Dedup):
     cluster_col = DOCID_GROUP
 
     def mark(self, df: DataFrame) -> DataFrame:
+        if self.priors:
+            # A doc_id already published names that document: the new row goes.
+            df = mark_prior_matches(df, self.priors, self.roles.id, DOC_ID, self.name, None)
         order = survivor_order(self.keep, self.roles.id, timestamp_col=self.roles.timestamp)
         return mark_doc_id_duplicates(df, self.roles.id, order, self.name)
 
     def duplicates(self, df: DataFrame) -> DataFrame:
         doc = F.col(self.roles.id)
-        # Every member of a doc_id group shares the survivor's id.
-        return df.filter(F.col(DOCID_GROUP)).select(
+        against = self.against_column(df)
+        listed = F.col(DOCID_GROUP)
+        if against is not None:
+            listed = listed | against.isNotNull()
+        # Every member of a doc_id group shares the survivor's id (a prior one's too).
+        return df.filter(listed).select(
             doc.alias("doc_id"),
             doc.alias("cluster_id"),
             F.lit(self.name).alias("stage"),
-            F.col(DOCID_KEPT).alias("kept"),
+            F.coalesce(F.col(DOCID_KEPT), F.lit(False)).alias("kept"),
+            *([] if against is None else [against.alias("against")]),
         )
 
 
@@ -200,6 +230,9 @@ class ExactDedup(Dedup):
     cluster_col = EXACT_CLUSTER
 
     def mark(self, df: DataFrame) -> DataFrame:
+        if self.priors:
+            # The same normalised content already published: the new row goes.
+            df = mark_prior_matches(df, self.priors, NORM_HASH, HASH, self.name, EXACT_CLUSTER)
         order = survivor_order(
             self.keep, self.roles.id, timestamp_col=self.roles.timestamp, row_hash_col=None
         )

@@ -47,6 +47,7 @@ from corpusclean.pipelines.base import (
     register,
 )
 from corpusclean.pipelines.columns import (
+    AGAINST,
     BANDS,
     MINHASH,
     NEAR_CLUSTER,
@@ -58,6 +59,15 @@ from corpusclean.pipelines.columns import (
 from corpusclean.pipelines.components import spark_connected_components, union_find_components
 from corpusclean.pipelines.dedup import survivor_order
 from corpusclean.pipelines.minhash import MinHashParams, band_hashes, optimal_bands, signatures
+from corpusclean.pipelines.prior import (
+    DOC_ID,
+    PriorIndex,
+    lookup,
+    prior_candidate_pairs,
+    prior_members,
+    prior_signature_matrix,
+    pushed_in,
+)
 from corpusclean.testhook import hold
 
 
@@ -206,27 +216,43 @@ def estimate_edge_jaccard(edges: DataFrame, signatures: DataFrame) -> DataFrame:
 
 
 def choose_cluster_survivors(
-    components: DataFrame, docs: DataFrame, id_col: str, order: list[Column]
+    components: DataFrame,
+    docs: DataFrame,
+    id_col: str,
+    order: list[Column],
+    priors: DataFrame | None = None,
 ) -> DataFrame:
     """One survivor per near-duplicate cluster, by explicit ordering.
 
     Reads `node, component` of `components` and `_rid`, `id_col` and the columns of `order`
     of `docs`; returns `_rid, cluster_id` (the survivor's doc_id) for every member of every
     component of two or more.
+
+    `priors` (`node, __prior_doc, __prior_order, _against`: the prior documents among the
+    nodes, pipelines/prior.py) make a component that holds one resolve to it: the earliest
+    index's smallest doc_id is the cluster's id, and every row of the batch in it is a member
+    (none survives); the result then has `_against` too (null for clusters of new rows only).
     """
-    members = components.select(F.col("node").alias(ROW_ID), F.col("component")).join(docs, ROW_ID)
+    nodes = components.select(F.col("node").alias(ROW_ID), F.col("component"))
     by_comp = Window.partitionBy("component")
-    ordered = by_comp.orderBy(*order)
+    # Sized before the join: a prior node has no row in `docs` but makes a cluster.
+    sized = nodes.withColumn("__size", F.count(F.lit(1)).over(by_comp)).filter(F.col("__size") > 1)
+    members = sized.join(docs, ROW_ID)
+    first = F.first(F.col(id_col)).over(
+        by_comp.orderBy(*order).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    if priors is None:
+        return members.withColumn("cluster_id", first).select(ROW_ID, "cluster_id")
+    won = (
+        sized.join(priors.withColumnRenamed("node", ROW_ID), ROW_ID)
+        .groupBy("component")
+        .agg(F.min(F.struct("__prior_order", "__prior_doc", AGAINST)).alias("w"))
+        .select("component", F.col("w.__prior_doc").alias("__prior_doc"), F.col(f"w.{AGAINST}"))
+    )
     return (
-        members.withColumn("__size", F.count(F.lit(1)).over(by_comp))
-        .filter(F.col("__size") > 1)
-        .withColumn(
-            "cluster_id",
-            F.first(F.col(id_col)).over(
-                ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-            ),
-        )
-        .select(ROW_ID, "cluster_id")
+        members.join(won, "component", "left")
+        .withColumn("cluster_id", F.coalesce(F.col("__prior_doc"), first))
+        .select(ROW_ID, "cluster_id", AGAINST)
     )
 
 
@@ -286,18 +312,26 @@ def _components_frame(
     spark: SparkSession, src: np.ndarray, dst: np.ndarray
 ) -> tuple[DataFrame, dict[str, int]]:
     """Union-find over verified edges held on the driver: the `node, component` frame, and the
-    sizes of the components (`clusters`, `largest`, `members`; every component has two or more
-    nodes, since every node is an end of an edge between two rows)."""
+    sizes of the components (`clusters`, `largest`, `members`: of the batch's rows, every
+    component has two or more nodes, since every node is an end of an edge between two; and
+    `removed`, `prior_clusters` for clusters that reach a prior document)."""
     nodes, labels = union_find_components(src, dst)
     schema = StructType(
         [StructField("node", LongType(), False), StructField("component", LongType(), False)]
     )
     frame = pa.table({"node": pa.array(np.asarray(nodes, np.int64)), "component": pa.array(labels)})
-    counts = np.unique(labels, return_counts=True)[1]
+    nodes = np.asarray(nodes, np.int64)
+    labels_np = np.asarray(labels)
+    new = nodes >= 0  # prior documents (clean --against) are negative nodes
+    comps, counts = np.unique(labels_np[new], return_counts=True)
+    with_prior = np.isin(comps, labels_np[~new])
     sizes = {
         "clusters": int(counts.size),
         "largest": int(counts.max()) if counts.size else 0,
         "members": int(counts.sum()),
+        # A cluster of new rows keeps one; one that reaches a prior document keeps none.
+        "removed": int(counts.sum() - (~with_prior).sum()),
+        "prior_clusters": int(with_prior.sum()),
     }
     return spark.createDataFrame(frame.to_pandas(), schema), sizes
 
@@ -503,6 +537,21 @@ class _Edges:
     exact: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
+@dataclass
+class _Cross:
+    """Verified edges to prior documents (`src` a row of the batch, `dst` a prior node), in
+    chunks per index, and each index's figures."""
+
+    src: list[np.ndarray] = field(default_factory=list)
+    dst: list[np.ndarray] = field(default_factory=list)
+    figures: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+# Up to this many band keys of the batch (rows x bands), they are broadcast to the join with an
+# index's band keys (16 bytes a key, 64 MB): the index's keys are then read once, unshuffled.
+BROADCAST_KEYS = 4_000_000
+
+
 class _Timer:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -527,6 +576,7 @@ class NearDedup(Dedup):
     params: NearDedupParams
     cluster_col = NEAR_CLUSTER
     clusters_on_driver = True
+    _cross: _Cross | None = None
 
     def text_features(self) -> list[TextFeature]:
         return [MinHashFeature(self.params.minhash)]
@@ -537,6 +587,9 @@ class NearDedup(Dedup):
         nd = self.params
         timer = _Timer()
         bands = nd.minhash.bands
+        # Verified edges to prior documents (clean --against), held on the driver: at most a
+        # few per row of the batch, whatever the size of the indexes.
+        self._cross = self._prior_edges(candidates, run) if self.priors else None
         # Decided from the rows coming in (an upper bound on the rows with bands): no job.
         if nd.driver_max_keys == 0 or run.rows_in * bands > nd.driver_max_keys:
             pairs = build_star_edges(explode_band_keys(candidates), nd.max_bucket)
@@ -550,6 +603,106 @@ class NearDedup(Dedup):
             frame = run.spark.createDataFrame(pa.table({"src": src, "dst": dst}))
             return self._spark_clusters(candidates, run, frame, "driver", timer)
         return self._driver_clusters(candidates, run, _Edges(src, dst, nodes), timer)
+
+    def _prior_edges(self, candidates: DataFrame, run: StageRun) -> _Cross:
+        """Verified edges between the batch's rows and each prior index's documents.
+
+        Per index, on the driver like the driver path's edges: one job collects the pairs that
+        share a bucket (the index's band keys joined with the batch's, pipelines/prior.py:
+        integers only), one fetches both ends' signatures (the prior ones by their `ix`,
+        pushed down to Parquet so only the pages holding them are read), the estimates are
+        compared in numpy, and the few close to the threshold are re-checked on both texts
+        (the prior ones by doc_id, pushed down likewise) when the index reaches its texts."""
+        nd = self.params
+        small = run.rows_in * nd.minhash.bands <= BROADCAST_KEYS
+        cross = _Cross()
+        for prior in self.priors:
+            got = prior_candidate_pairs(candidates, prior, small).toArrow()
+            src = np.asarray(got.column("src").to_numpy(), np.int64)
+            dst = np.asarray(got.column("dst").to_numpy(), np.int64)
+            order = np.lexsort((dst, src))
+            src, dst = src[order], dst[order]
+            est = np.ones(src.size)
+            exact = np.zeros(src.size, dtype=bool)
+            if nd.verify and src.size:
+                mine = np.unique(src)
+                sig_a, found_a = driver_signatures(run.spark, candidates, mine, nd.num_perm)
+                theirs, sig_b, found_b, ids = prior_signature_matrix(
+                    run.spark, prior, np.unique(dst), nd.num_perm
+                )
+                a, b = np.searchsorted(mine, src), np.searchsorted(theirs, dst)
+                keep = found_a[a] & found_b[b]
+                src, dst, a, b = src[keep], dst[keep], a[keep], b[keep]
+                est = slot_agreement(sig_a[a], sig_b[b])
+                exact = np.zeros(src.size, dtype=bool)
+                if nd.exact_margin > 0:
+                    close = np.flatnonzero(np.abs(est - nd.threshold) <= nd.exact_margin)
+                    self._recheck_prior(run, prior, src, dst, ids[b], close, est, exact)
+            ok = est >= nd.threshold if nd.verify else np.ones(src.size, dtype=bool)
+            cross.src.append(src[ok])
+            cross.dst.append(dst[ok])
+            cross.figures[prior.name] = {
+                "candidate_pairs": int(got.num_rows),
+                "verified_edges": int(ok.sum()),
+                "exact_checked_edges": int(exact.sum()),
+                "rows_matched": int(np.unique(src[ok]).size),
+            }
+        return cross
+
+    def _recheck_prior(
+        self,
+        run: StageRun,
+        prior: PriorIndex,
+        src: np.ndarray,
+        dst: np.ndarray,
+        doc_ids: np.ndarray,
+        close: np.ndarray,
+        est: np.ndarray,
+        exact: np.ndarray,
+    ) -> None:
+        """`_recheck_on_driver` for edges to a prior index: the batch's texts by row id, the
+        prior documents' by doc_id; `est` and `exact` are updated in place. An index that
+        cannot reach its texts keeps the estimates."""
+        if not close.size or prior.texts is None:
+            return
+        nd, text_col = self.params, self.roles.text
+        new = run.texts().join(_id_frame(run.spark, np.unique(src[close])), ROW_ID, "left_semi")
+        ends, first = np.unique(dst[close], return_index=True)
+        docs = doc_ids[close][first]
+        wanted = sorted(set(docs.tolist()))
+        old = lookup(run.spark, prior.texts, DOC_ID, wanted).select(
+            F.col(DOC_ID).alias("__doc"), F.col("text").alias(text_col)
+        )
+        who = pa.table({ROW_ID: pa.array(ends, pa.int64()), "__doc": pa.array(docs, pa.string())})
+        old_rows = F.broadcast(run.spark.createDataFrame(who)).join(old, "__doc")
+        texts = new.unionByName(old_rows.select(ROW_ID, text_col).dropDuplicates([ROW_ID]))
+        pairs = run.spark.createDataFrame(
+            pa.table({"src": pa.array(src[close]), "dst": pa.array(dst[close])})
+        )
+        with pushed_in(run.spark, len(wanted)):
+            got = compute_exact_edge_jaccard(pairs, texts, text_col, nd.minhash).toArrow()
+        gs = np.asarray(got.column("src").to_numpy(), np.int64)
+        gd = np.asarray(got.column("dst").to_numpy(), np.int64)
+        nodes = np.unique(np.concatenate([src, dst]))
+        at = np.searchsorted(pair_codes(src, dst, nodes), pair_codes(gs, gd, nodes))
+        est[at] = got.column("exact_jaccard").to_numpy()
+        exact[at] = True
+
+    def _with_cross(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The verified edges of the batch plus those to prior documents."""
+        cross = self._cross
+        if cross is None or not cross.src:
+            return src, dst
+        return np.concatenate([src, *cross.src]), np.concatenate([dst, *cross.dst])
+
+    def _prior_frame(self, run: StageRun) -> DataFrame | None:
+        """Who the prior nodes of the verified cross edges are (`prior_members`)."""
+        cross = self._cross
+        if cross is None:
+            return None
+        nodes = np.unique(np.concatenate([np.zeros(0, np.int64), *cross.dst]))
+        frame = run.spark.createDataFrame(pa.table({"node": pa.array(nodes, pa.int64())}))
+        return prior_members(self.priors, F.broadcast(frame))
 
     def _driver_clusters(
         self, candidates: DataFrame, run: StageRun, edges: _Edges, timer: _Timer
@@ -569,7 +722,7 @@ class NearDedup(Dedup):
         ok = edges.jaccard >= nd.threshold if edges.jaccard is not None else slice(None)
         src, dst = edges.src[ok], edges.dst[ok]
         counts = {"pairs": edges.src.size, "verified": src.size, "exact": int(edges.exact.sum())}
-        components, known = _components_frame(run.spark, src, dst)
+        components, known = _components_frame(run.spark, *self._with_cross(src, dst))
         timer.lap("components")
         clusters, sizes = self._survivors(components, candidates, run, known)
         timer.lap("survivors")
@@ -609,6 +762,13 @@ class NearDedup(Dedup):
         assert counts is not None
         verified = int(counts["verified"] or 0)
         edges_ok = all_edges.filter(keep).select("src", "dst")
+        cross = self._cross
+        if cross is not None and cross.src:
+            src, dst = self._with_cross(np.zeros(0, np.int64), np.zeros(0, np.int64))
+            edges_ok = edges_ok.unionByName(
+                run.spark.createDataFrame(pa.table({"src": src, "dst": dst}))
+            )
+            verified += int(src.size)
         if verified <= nd.union_find_max_edges:
             components, components_method = _components_on_driver(run.spark, edges_ok), "union_find"
         else:
@@ -684,23 +844,29 @@ class NearDedup(Dedup):
             roles.id,
             *[c for c in dict.fromkeys(wanted) if c in candidates.columns and c != roles.id],
         )
+        priors = self._prior_frame(run)
         clusters = run.materialise(
-            choose_cluster_survivors(components, docs, roles.id, order), "clusters"
+            choose_cluster_survivors(components, docs, roles.id, order, priors), "clusters"
         )
         if sizes is not None:
             return clusters, sizes
+        prior = F.col(AGAINST).isNotNull() if priors is not None else F.lit(False)
         row = (
             clusters.groupBy("cluster_id")
-            .agg(F.count(F.lit(1)).alias("n"))
+            .agg(F.count(F.lit(1)).alias("n"), F.max(prior).alias("prior"))
             .agg(
                 F.count(F.lit(1)).alias("clusters"),
                 F.max("n").alias("largest"),
                 F.sum("n").alias("members"),
+                F.sum(F.col("prior").cast("long")).alias("prior_clusters"),
             )
             .first()
         )
         assert row is not None
-        return clusters, row.asDict()
+        out = row.asDict()
+        members, with_prior = int(out["members"] or 0), int(out["prior_clusters"] or 0)
+        out["removed"] = members - (int(out["clusters"] or 0) - with_prior)
+        return clusters, out
 
     def _figures(
         self,
@@ -712,7 +878,7 @@ class NearDedup(Dedup):
         nd, mh = self.params, self.params.minhash
         n_clusters = int(sizes["clusters"] or 0)
         members = int(sizes["members"] or 0)
-        return {
+        out: dict[str, Any] = {
             "enabled": True,
             "ran": True,
             "threshold": nd.threshold,
@@ -734,8 +900,14 @@ class NearDedup(Dedup):
             "clusters": n_clusters,
             "largest_cluster": int(sizes["largest"] or 0),
             "members": members,
-            "removed": members - n_clusters,
+            "removed": int(sizes.get("removed", members - n_clusters)),
         }
+        if self._cross is not None:
+            # Per prior index (clean --against): its pairs, verified edges, the rows they
+            # matched and the clusters that resolve to its documents.
+            out["against"] = self._cross.figures
+            out["prior_clusters"] = int(sizes.get("prior_clusters") or 0)
+        return out
 
     def summary(self, figures: dict[str, Any]) -> str:
         return (
