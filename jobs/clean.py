@@ -38,6 +38,7 @@ from corpusclean.jobs.config import (
     dump_config,
     load_clean_config,
 )
+from corpusclean.jobs.dedup_index import OpenedIndex, open_indexes, prior_frames, write_index
 from corpusclean.jobs.errors import ConfigError, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.failures import disk_full
 from corpusclean.jobs.inputs import (
@@ -73,6 +74,7 @@ from corpusclean.jobs.session import (
 )
 from corpusclean.pipelines.base import Dedup, Pipeline, funnel_aggregates
 from corpusclean.pipelines.columns import (
+    AGAINST,
     BAD_CHARS,
     BAD_LINE,
     CLEAN_RESERVED,
@@ -88,6 +90,7 @@ from corpusclean.pipelines.columns import (
 )
 from corpusclean.pipelines.content import ReadPass, run_read_pass, spark_fields
 from corpusclean.pipelines.dedup import apply_clusters, build_duplicates_table
+from corpusclean.pipelines.minhash import MinHashParams
 from corpusclean.pipelines.missing import (
     ROWS,
     impute_with_medians,
@@ -102,6 +105,7 @@ JOB = "clean"
 INPUT_STAGE = "input"
 _BAD_LINES = "__bad_lines"
 _BAD_LINE_ROWS = "bad_lines"  # the work folder of the bad lines' rows
+INDEX = "index"  # the output's own dedup index (jobs/dedup_index.py)
 
 
 @dataclass
@@ -165,6 +169,11 @@ class Run:
     # The read pass's layout digest (jobs/resume.py), and its bad lines' schema (JSON Lines).
     layout: int | None = None
     bad_lines_schema: str | None = None
+    # The prior indexes of `--against` (jobs/dedup_index.py), the rows each stage removed
+    # against each (`{index: {stage: rows}}`), and the output's own index's params.
+    against: list[OpenedIndex] = field(default_factory=list)
+    against_removed: dict[str, dict[str, int]] = field(default_factory=dict)
+    index: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.pipeline: Pipeline = self.config.pipeline()
@@ -219,6 +228,8 @@ _SAVED = (
     "decided",
     "layout",
     "bad_lines_schema",
+    "against_removed",
+    "index",
 )
 # Checkpoint order: the read pass first, a dedup unit by the stage index it ends before, the
 # staged output last.
@@ -314,6 +325,7 @@ def preflight(input_path: str, output: str, cfg: CleanConfig) -> None:
     the output (its lock, foreign files, mount point), so refusals come at once."""
     _preflight_input(input_path, output, cfg)
     check_output(output, JOB)
+    open_indexes(cfg.dedup.against, near_minhash(cfg.pipeline()), output)
 
 
 def _preflight_input(input_path: str, output: str, cfg: CleanConfig) -> None:
@@ -344,6 +356,15 @@ def _preflight_input(input_path: str, output: str, cfg: CleanConfig) -> None:
                 f"input {input_path}: column {name!r} ({key}) must be a string, "
                 f"found {fields[name]}"
             )
+
+
+def near_minhash(pipe: Pipeline) -> MinHashParams | None:
+    """The MinHash parameters of the run's near-dedup stage; None when it does not run."""
+    for step in pipe.dedups:
+        minhash = getattr(step.params, "minhash", None)
+        if step.enabled and isinstance(minhash, MinHashParams):
+            return minhash
+    return None
 
 
 def _reserved_message(path: str, name: str) -> str:
@@ -388,8 +409,13 @@ def _staged_run(
     resume: bool,
 ) -> Run:
     """Read, fingerprint, stage (or adopt a killed run's staging), execute, publish."""
+    near = near_minhash(cfg.pipeline())
+    # Checked before any work: a mismatched or damaged index is one line, nothing written.
+    against = open_indexes(cfg.dedup.against, near, output)
     raw = read_input(spark, input_path, fmt, line_columns=True)
     fp = fingerprint(spark, raw, fmt, cfg.resolved())
+    # A prior index rebuilt since a killed run makes its decisions stale: not resumed.
+    fp["against"] = [i.params.get("run_id") for i in against]
     adopt = (lambda folder: _refuse_resume(folder, fp)) if resume else None
     staging = publisher.prepare(adopt=adopt)  # holds the output's lock until close()
     try:
@@ -397,6 +423,12 @@ def _staged_run(
         run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg, spark=spark)
         run.checkpoints = Checkpoints(work)
         run.checkpoints.write_fingerprint(fp)
+        run.against = against
+        priors = [prior_frames(spark, idx, i, near is not None) for i, idx in enumerate(against)]
+        for step in run.pipeline.dedups:
+            step.against(priors)
+        for idx in against:
+            log.info(JOB, f"dedup against {idx.name}: {idx.documents:,} documents ({idx.given})")
         log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
         hold("prepared")
         try:
@@ -761,10 +793,23 @@ def _run_unit(
                 marked = marked.transform(step.mark)
         counted = Observation(f"dedup-{head.name}")
         names = [s.name for s in unit]
-        marked.observe(counted, *funnel_aggregates(names)).write.mode("overwrite").parquet(
-            str(path)
-        )
+        # Per prior index, the rows each stage removed against it (same observation).
+        prior = [
+            (f"{n}@{i}", n, idx.name, F.col(STAGE) == n)
+            for n in names
+            for i, idx in enumerate(run.against)
+        ]
+        per_prior = [
+            F.sum((cond & (F.col(AGAINST) == F.lit(name))).cast("long")).alias(key)
+            for key, _, name, cond in prior
+            if AGAINST in marked.columns
+        ]
+        marked.observe(counted, *funnel_aggregates(names), *per_prior).write.mode(
+            "overwrite"
+        ).parquet(str(path))
         removed = {n: int(counted.get.get(n) or 0) for n in names}
+        for key, n, name, _ in prior:
+            run.against_removed.setdefault(name, {})[n] = int(counted.get.get(key) or 0)
         st.rows_out = rows_in - removed[head.name]
         if len(unit) > 1:
             st.note = f"{', '.join(names[1:])} computed in the same pass"
@@ -807,9 +852,37 @@ def _write(
         build_duplicates_table(decisions, run.pipeline.dedups).sortWithinPartitions(
             "cluster_id", "doc_id"
         ).write.parquet(str(staging / "duplicates"))
+        if run.config.dedup.index:
+            _write_index(run, decisions, staging)
         st.rows_out = run.output_rows
     run.stage(Stage("write", run.output_rows, run.output_rows, st.seconds))
     run.checkpoint(_WRITE_ORDER, "write")
+
+
+def _write_index(run: Run, decisions: DataFrame, staging: Path) -> None:
+    """DIR/index/ (jobs/dedup_index.py) of the published documents: their features from the
+    read pass, no text read again. Its texts are the output's own data/."""
+    spark = decisions.sparkSession
+    cfg = run.config
+    shutil.rmtree(staging / INDEX, ignore_errors=True)
+    feats = reread(spark, run.features_schema, str(staging / "_work" / "features"))
+    kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
+    texts = {"path": "../data", "format": "parquet", "id": cfg.columns.id, "text": cfg.columns.text}
+    params = write_index(
+        feats.join(kept, ROW_ID, "left_semi"),
+        staging / INDEX,
+        cfg.columns.id,
+        near_minhash(run.pipeline),
+        texts,
+        run.output_path,
+        run.run_id,
+    )
+    run.index = {
+        "path": INDEX,
+        "documents": params["documents"],
+        "bytes": params["bytes"],
+        "bytes_per_document": params["bytes_per_document"],
+    }
 
 
 def _gate_and_audit(spark: SparkSession, run: Run, staging: Path, decisions: DataFrame) -> None:
@@ -995,6 +1068,19 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         "flagged_columns": run.flagged,
         "imputed_medians": run.medians,
     }
+    # Per prior index (`--against`): what each stage removed against it, and near-dedup's
+    # candidate pairs and verified edges to it.
+    report["against"] = [
+        {
+            "name": idx.name,
+            "path": idx.given,
+            "documents": idx.documents,
+            "removed": run.against_removed.get(idx.name, {}),
+            "near": _near_against(run).get(idx.name),
+        }
+        for idx in run.against
+    ]
+    report["index"] = run.index
     # Each cluster stage's figures, under its config section's name (`near_dedup`).
     for step in run.pipeline.dedups:
         if step.name in run.figures:
@@ -1019,6 +1105,14 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
     return report
 
 
+def _near_against(run: Run) -> dict[str, Any]:
+    """Near-dedup's figures per prior index (`near_dedup.against`), by index name."""
+    for figures in run.figures.values():
+        if isinstance(figures.get("against"), dict):
+            return figures["against"]
+    return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Arguments of `corpusclean clean` (and `spark-submit jobs/clean.py`)."""
     parser = new_parser(JOB, "Clean and deduplicate raw documents into a gated, published output.")
@@ -1038,6 +1132,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--print-config", action="store_true", help="print the resolved config and exit"
     )
     parser.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        metavar="DIR_OR_INDEX",
+        help="also dedup against an output already published (its index/), or an index "
+        "folder from `corpusclean index`; repeatable, the first named wins ties",
+    )
+    parser.add_argument(
         "--no-resume",
         action="store_true",
         help="start afresh even when a killed run of the same work left its finished stages",
@@ -1051,6 +1153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body(args: argparse.Namespace) -> int:
         cfg = load_clean_config(args.config, args.set)
+        if args.against:
+            cfg.dedup.against = [*cfg.dedup.against, *args.against]
         if args.print_config:
             sys.stdout.write(dump_config(cfg))
             return 0

@@ -14,6 +14,7 @@ from corpusclean.jobs.errors import EXIT_USAGE
 # command that does not need Spark or Great Expectations never pays for importing them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "clean": ("clean", "clean and deduplicate raw documents into a gated, published output"),
+    "index": ("index", "build the dedup index of a corpus, for clean --against"),
     "pack": ("pack", "pack a clean output into WebDataset tar shards"),
     "check": ("check", "run a data-quality suite on a stage's output"),
     "bench": ("bench_loader", "measure how fast shards load against what training consumes"),

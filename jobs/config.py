@@ -99,6 +99,14 @@ class AuditSection(Section):
     engine: Literal["spark", "gx"] = "spark"
 
 
+class DedupSection(Section):
+    # Dedup indexes of outputs already published (a clean output folder, or an index folder
+    # `corpusclean index` built), in order of precedence; `clean --against` adds to it.
+    against: list[str] = Field(default_factory=list)
+    # Write DIR/index/ with the output, so a later batch can be deduplicated against it.
+    index: bool = True
+
+
 class PublishSection(Section):
     # Another host's abandoned staging under .OUTPUT.runs/ is removed once older than this.
     stale_hours: float = Field(24.0, gt=0.0)
@@ -107,7 +115,17 @@ class PublishSection(Section):
 
 
 # The sections every clean run has, besides its stages' own.
-_JOB_SECTIONS = ("input", "columns", "missing", "gate", "audit", "publish", "spark", "stages")
+_JOB_SECTIONS = (
+    "input",
+    "columns",
+    "missing",
+    "dedup",
+    "gate",
+    "audit",
+    "publish",
+    "spark",
+    "stages",
+)
 
 
 class CleanConfig(Section):
@@ -125,6 +143,7 @@ class CleanConfig(Section):
     missing: MissingSection = Field(default_factory=MissingSection)
     # The stages, in order (pipelines/base.py registers them by name); filters come first.
     stages: list[str] = Field(default_factory=lambda: ["rules", "doc_id", "exact", "near"])
+    dedup: DedupSection = Field(default_factory=DedupSection)
     gate: GateSection = Field(default_factory=GateSection)
     audit: AuditSection = Field(default_factory=AuditSection)
     publish: PublishSection = Field(default_factory=PublishSection)

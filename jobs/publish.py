@@ -50,7 +50,7 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 # What `clean` publishes, for outputs whose marker predates the file list.
 _LAYOUT_FILES = {"report.json", "report.html", SUCCESS, MARKER}
-_LAYOUT_DIRS = {"data", "duplicates", "rejected"}
+_LAYOUT_DIRS = {"data", "duplicates", "rejected", "index"}
 _SPARK_FILE = re.compile(r"(\.?part-.+|\._SUCCESS\.crc|_SUCCESS)")
 _SHOW_FOREIGN = 3
 # Owner states of a staging folder another run may resume: killed while running, or crashed.

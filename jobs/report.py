@@ -169,6 +169,61 @@ def _audit_table(audit: dict[str, Any]) -> list[str]:
     ]
 
 
+def _against(report: dict[str, Any]) -> list[str]:
+    """Per prior index (`clean --against`): what each stage removed against it, and near's
+    candidate pairs and verified edges to it; and the output's own index."""
+    rows = []
+    for prior in report.get("against") or []:
+        removed, near = prior.get("removed") or {}, prior.get("near") or {}
+        rows.append(
+            [
+                prior.get("name"),
+                prior.get("path"),
+                prior.get("documents"),
+                removed.get("doc_id"),
+                removed.get("exact"),
+                removed.get("near"),
+                near.get("candidate_pairs"),
+                near.get("verified_edges"),
+            ]
+        )
+    out = []
+    if rows:
+        out += [
+            "<h2>Deduplicated against</h2>",
+            _table(
+                [
+                    "index",
+                    "path",
+                    "documents",
+                    "removed: doc_id",
+                    "exact",
+                    "near",
+                    "candidate pairs",
+                    "verified edges",
+                ],
+                rows,
+            ),
+        ]
+    own = report.get("index")
+    if own:
+        out += [
+            "<h2>Dedup index</h2>",
+            _table(
+                ["path", "documents", "bytes", "bytes a document"],
+                [
+                    [
+                        own.get("path"),
+                        own.get("documents"),
+                        own.get("bytes"),
+                        own.get("bytes_per_document"),
+                    ]
+                ],
+            ),
+        ]
+    return out
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The human report of a clean run."""
     gate = report.get("gate", {})
@@ -197,6 +252,7 @@ def render_html(report: dict[str, Any]) -> str:
         *_columns(report),
         "<h2>Near-dedup</h2>",
         _table(["figure", "value"], near_rows),
+        *_against(report),
         *_audit_table(audit),
     ]
     sections += ["<h2>Config</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]

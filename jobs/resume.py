@@ -91,6 +91,9 @@ def difference(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     for section in sorted(set(old_cfg) | set(new_cfg)):
         if old_cfg.get(section) != new_cfg.get(section):
             return f"its config section {section!r} differs"
+    if old.get("against") != new.get("against"):
+        # clean --against: a prior index rebuilt since would make the decisions stale.
+        return "an --against index has been rebuilt since"
     old_files = {f[0]: f[1:] for f in old.get("files") or []}
     new_files = {f[0]: f[1:] for f in new.get("files") or []}
     for uri in sorted(set(old_files) | set(new_files)):

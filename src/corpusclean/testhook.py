@@ -16,7 +16,9 @@ checkpointed), `decided` (a dedup unit's decisions checkpointed; `decided:2` the
 not yet swapped in), `swapped` (swapped in, the previous output not yet removed), and in its
 tasks `near.verify` (a near-dedup verification task started). Of `pack`: `pack.task`
 (a write task started), `pack.part` (a part committed), `pack.number` (parts being numbered),
-`pack.publish` and `pack.swapped` (an --overwrite being swapped in).
+`pack.publish` and `pack.swapped` (an --overwrite being swapped in). Of `index`:
+`index.features` (its read pass checkpointed) and `index.publish` (the index written, not yet
+swapped in).
 """
 
 from __future__ import annotations
