@@ -240,8 +240,8 @@ def main() -> None:
     )
     print(
         f"A' + B' vs clean A+B: {same['incremental_docs']:,} vs {same['full_docs']:,} docs, "
-        f"{same['differing_docs']:,} differ, {same['unexplained']:,} outside duplicate groups spanning "
-        "both batches (goal 0)"
+        f"{same['differing_docs']:,} differ, {same['unexplained']:,} outside duplicate groups "
+        "spanning both batches (goal 0)"
     )
     print(
         f"cost: --against / B alone = {vs_alone:.2f}x (goal <= 1.5x); "
