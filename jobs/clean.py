@@ -57,12 +57,12 @@ from corpusclean.jobs.resume import (
     Checkpoint,
     Checkpoints,
     current_layout,
-    difference,
     fingerprint,
     frame_done,
     layout_column,
     layout_digest,
     mark_frame_done,
+    refusal,
 )
 from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.session import (
@@ -416,7 +416,7 @@ def _staged_run(
     fp = fingerprint(spark, raw, fmt, cfg.resolved())
     # A prior index rebuilt since a killed run makes its decisions stale: not resumed.
     fp["against"] = [i.params.get("run_id") for i in against]
-    adopt = (lambda folder: _refuse_resume(folder, fp)) if resume else None
+    adopt = (lambda folder: refusal(folder, fp)) if resume else None
     staging = publisher.prepare(adopt=adopt)  # holds the output's lock until close()
     try:
         work = staging / "_work"
@@ -463,20 +463,6 @@ def _staged_run(
     finally:
         publisher.close()
     return run
-
-
-def _refuse_resume(folder: Path, fp: dict[str, Any]) -> str | None:
-    """Why a gone run's staging cannot be resumed by this run (None: it can)."""
-    work = folder / "_work"
-    old = Checkpoints.read_fingerprint(work)
-    if old is None:
-        return "it left no finished stage to reuse"
-    why = difference(old, fp)
-    if why is not None:
-        return why
-    if Checkpoints(work).last() is None:
-        return "it finished no stage"
-    return None
 
 
 def _execute(

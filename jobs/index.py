@@ -33,7 +33,7 @@ from corpusclean.jobs.dedup_index import write_index
 from corpusclean.jobs.errors import CorpusCleanError, InputError
 from corpusclean.jobs.paths import check_output_vs_input, detect_format, is_remote
 from corpusclean.jobs.publish import Publisher, check_output
-from corpusclean.jobs.resume import Checkpoints, difference, fingerprint
+from corpusclean.jobs.resume import Checkpoints, fingerprint, refusal
 from corpusclean.jobs.runner import new_parser, run_job
 from corpusclean.jobs.session import build_session
 from corpusclean.pipelines.columns import BANDS, MINHASH, NORM_HASH, REASON, ROW_ID, STAGE, quoted
@@ -63,7 +63,7 @@ def build_index(
     minhash = near_minhash(cfg.pipeline())
     resolved = cfg.resolved()
     fp = fingerprint(spark, raw, fmt, {k: resolved.get(k) for k in _SECTIONS})
-    adopt = (lambda folder: _refuse_resume(folder, fp)) if resume else None
+    adopt = (lambda folder: refusal(folder, fp)) if resume else None
     spark.sparkContext.setJobGroup(publisher.run_id, f"corpusclean index {publisher.run_id}")
     staging = publisher.prepare(adopt=adopt)
     work = staging / "_work"
@@ -137,17 +137,6 @@ def _check_columns(schema: StructType, path: str, id_col: str, text_col: str) ->
                 f"input {path}: column {name!r} ({key}) must be a string, "
                 f"found {fields[name].simpleString()}"
             )
-
-
-def _refuse_resume(folder: Path, fp: dict[str, Any]) -> str | None:
-    work = folder / "_work"
-    old = Checkpoints.read_fingerprint(work)
-    if old is None:
-        return "it left no finished stage to reuse"
-    why = difference(old, fp)
-    if why is not None:
-        return why
-    return None if Checkpoints(work).last() is not None else "it finished no stage"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -106,6 +106,21 @@ def difference(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     return None
 
 
+def refusal(folder: Path, fp: dict[str, Any]) -> str | None:
+    """Why a gone run's staging `folder` cannot be resumed by a run with fingerprint `fp`, in
+    words (None: it can)."""
+    work = folder / "_work"
+    old = Checkpoints.read_fingerprint(work)
+    if old is None:
+        return "it left no finished stage to reuse"
+    why = difference(old, fp)
+    if why is not None:
+        return why
+    if Checkpoints(work).last() is None:
+        return "it finished no stage"
+    return None
+
+
 def layout_column() -> Column:
     """Each row's id hashed with the file and split it was read from (a column, since an
     aggregate may not take the non-deterministic file functions directly)."""
