@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpusclean.pipelines import minhash_jit
 from corpusclean.pipelines.arrowbuf import value_buffers
 
 EMPTY = np.uint32(0xFFFFFFFF)
@@ -520,7 +521,7 @@ def sketch(hashes: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int) ->
 
 
 def signatures(
-    texts: pa.Array | pa.ChunkedArray, params: MinHashParams
+    texts: pa.Array | pa.ChunkedArray, params: MinHashParams, compiled: bool | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """MinHash signatures of a batch of texts: (uint32 (n, num_perm), int32 shingle counts).
 
@@ -528,12 +529,38 @@ def signatures(
     (null, empty, only separators) get a count of 0 and a row of `EMPTY` that callers must
     ignore. Counts include repeated n-grams. A row depends only on its text and `params`,
     never on the rest of the batch.
+
+    `compiled`: the numba kernel (pipelines/minhash_jit.py) or the numpy steps of this module;
+    both give the same arrays. None: the compiled one wherever numba imports.
     """
     texts = _as_strings(texts)
     n = len(texts)
-    sig = np.empty((n, params.num_perm), dtype=np.uint32)
+    if compiled is None:
+        compiled = minhash_jit.available()
+    if compiled:
+        sig = np.full((n, params.num_perm), EMPTY, dtype=np.uint32)
+    else:
+        sig = np.empty((n, params.num_perm), dtype=np.uint32)
     n_sh = np.zeros(n, dtype=np.int32)
+    keys = _splitmix64(params.seed, 2 * params.num_perm + 1) if compiled else None
     for lo, hi in _chunks(texts):
+        if compiled:
+            buf, offs = _flat_buffer(_as_text_array(texts.slice(lo, hi - lo)))
+            minhash_jit.signatures_into(
+                buf,
+                offs,
+                _bmp_classes(),
+                params.tokenizer,
+                params.ngram,
+                params.char_ngram,
+                _NGRAM_K,
+                _TOKEN_LEN_K,
+                _CHAR_SALT,
+                keys,
+                sig[lo:hi],
+                n_sh[lo:hi],
+            )
+            continue
         g, off = shingle_batch(texts.slice(lo, hi - lo), params)
         sig[lo:hi] = sketch(g, off, params.num_perm, params.seed)
         n_sh[lo:hi] = np.diff(off)
