@@ -32,7 +32,9 @@ versions.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 import unicodedata
 from dataclasses import dataclass
 from functools import cache
@@ -41,7 +43,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpusclean.pipelines import minhash_jit
 from corpusclean.pipelines.arrowbuf import value_buffers
 
 EMPTY = np.uint32(0xFFFFFFFF)
@@ -531,13 +532,15 @@ def signatures(
     never on the rest of the batch.
 
     `compiled`: the numba kernel (pipelines/minhash_jit.py) or the numpy steps of this module;
-    both give the same arrays. None: the compiled one wherever numba imports.
+    both give the same arrays. None: as `use_compiled` decides.
     """
     texts = _as_strings(texts)
     n = len(texts)
     if compiled is None:
-        compiled = minhash_jit.available()
+        compiled = use_compiled(texts.nbytes)
     if compiled:
+        from corpusclean.pipelines import minhash_jit
+
         sig = np.full((n, params.num_perm), EMPTY, dtype=np.uint32)
     else:
         sig = np.empty((n, params.num_perm), dtype=np.uint32)
@@ -565,6 +568,38 @@ def signatures(
         sig[lo:hi] = sketch(g, off, params.num_perm, params.seed)
         n_sh[lo:hi] = np.diff(off)
     return sig, n_sh
+
+
+# The compiled kernel costs a Python worker about 0.7 s to load (numba's import and its cached
+# code; compiling it the first time, about 3 s, happens once per install) and then runs about
+# 4x the numpy steps' docs/s: about 130 against 32 MB of text a second on one core
+# (bench/minhash_kernel.py). It repays its load after about 28 MB, so a worker switches to it
+# once it has signed this much text; a small run never loads numba.
+_COMPILED_AFTER_BYTES = 32 << 20
+_signed_bytes = 0
+
+
+@cache
+def _numba_importable() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def use_compiled(nbytes: int) -> bool:
+    """Whether this process signs its next `nbytes` of text with the compiled kernel.
+
+    `CORPUSCLEAN_MINHASH_KERNEL` (read in each Python worker): `numpy` always takes the numpy
+    steps, `compiled` always the kernel (where numba imports); anything else, or unset, the
+    kernel once this process has signed `_COMPILED_AFTER_BYTES` of text. The values are the
+    same either way.
+    """
+    global _signed_bytes
+    mode = os.environ.get("CORPUSCLEAN_MINHASH_KERNEL", "")
+    if mode == "numpy" or not _numba_importable():
+        return False
+    if mode == "compiled":
+        return True
+    seen, _signed_bytes = _signed_bytes, _signed_bytes + nbytes
+    return seen >= _COMPILED_AFTER_BYTES
 
 
 def _chunks(texts: pa.Array) -> list[tuple[int, int]]:

@@ -10,13 +10,12 @@ measures both paths' docs/s.
 
 Compiled functions are cached on disk (numba's `cache=True`: `__pycache__` beside this file,
 or numba's user-wide cache where that is read-only), so a Python worker loads them instead of
-compiling them again. `available()` is false when numba cannot be imported or
-`CORPUSCLEAN_MINHASH_KERNEL=numpy` is set; callers then use the numpy path.
+compiling them again. This module imports numba; `pipelines/minhash.py` imports it only once a
+worker has enough text to repay that (`minhash.use_compiled`).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -37,10 +36,8 @@ _C_WORD, _C_SPACE, _C_CJK = 1, 2, 4
 
 
 def available() -> bool:
-    """Whether the compiled kernel runs here: numba imports, and the environment does not ask
-    for the numpy steps (`CORPUSCLEAN_MINHASH_KERNEL=numpy`, read by each Python worker: the
-    same signatures, for comparing the two or where numba misbehaves)."""
-    return nb is not None and os.environ.get("CORPUSCLEAN_MINHASH_KERNEL", "") != "numpy"
+    """Whether numba imports here."""
+    return nb is not None
 
 
 def _jit(fn: Any) -> Any:

@@ -81,10 +81,18 @@ def test_large_strings_and_slices_give_the_same_rows() -> None:
     assert np.array_equal(whole[50:110], part)
 
 
-def test_the_environment_can_ask_for_the_numpy_steps(monkeypatch) -> None:
-    assert minhash_jit.available()
+def test_the_kernel_is_loaded_once_a_worker_has_text_enough(monkeypatch) -> None:
+    monkeypatch.delenv("CORPUSCLEAN_MINHASH_KERNEL", raising=False)
+    monkeypatch.setattr(mh, "_signed_bytes", 0)
+    limit = mh._COMPILED_AFTER_BYTES
+    assert not mh.use_compiled(limit - 1)  # a small run never loads numba
+    assert not mh.use_compiled(1)
+    assert mh.use_compiled(10)  # from here on, the kernel
     monkeypatch.setenv("CORPUSCLEAN_MINHASH_KERNEL", "numpy")
-    assert not minhash_jit.available()
+    assert not mh.use_compiled(limit)
+    monkeypatch.setenv("CORPUSCLEAN_MINHASH_KERNEL", "compiled")
+    monkeypatch.setattr(mh, "_signed_bytes", 0)
+    assert mh.use_compiled(1)
 
 
 CHECK = """
