@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from corpusclean.pipelines.minhash import _fmix64
+
 try:  # numba is a dependency; a platform without a wheel still gets the numpy path.
     import numba as nb
 except ImportError:  # pragma: no cover - exercised only where numba is missing
@@ -51,14 +53,8 @@ def _jit(fn: Any) -> Any:
         return nb.njit(nogil=True)(fn)
 
 
-@_jit
-def _fmix(h: Any) -> Any:
-    h ^= h >> _U64(33)
-    h *= _U64(0xFF51AFD7ED558CCD)
-    h ^= h >> _U64(33)
-    h *= _U64(0xC4CEB9FE1A85EC53)
-    h ^= h >> _U64(33)
-    return h
+# The numpy path's finaliser, compiled for scalars: one definition of it for both paths.
+_fmix = _jit(_fmix64)
 
 
 @_jit
