@@ -2,8 +2,11 @@
 
 One master and two workers (1 core each) on 127.0.0.1. Executors get their Python from the
 installed venv packed by `corpusclean submit --env-archive`, not from this test's interpreter.
-Every cluster output is compared with local mode's on the same input and config, and a worker is
-SIGKILLed in the middle of clean's near-dedup and of pack's shard writes.
+The cluster's clean and pack each lose a worker half-way, and their outputs are compared with
+local mode's on the same input and config: a worker is SIGKILLed in the middle of clean's
+near-dedup and of pack's shard writes. (Each cluster application unpacks the packed venv on the
+driver and on every executor, about 20 s here, so the fault runs are the cluster runs rather
+than extra ones.)
 
 How a kill is made to land mid-stage: the tasks of the stage hold at a test hold point
 (corpusclean.testhook: `near.verify` in near-dedup's verification tasks, `pack.task` in pack's
@@ -27,6 +30,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +45,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
 CHECKOUT = Path(__file__).parents[2]
 
-N_DOCS = 40_000
+N_DOCS = 12_000
 # Executors of 1 GB on 3 GB workers; 8 shuffle partitions where local mode uses 4, so the
 # comparison also shows the output does not depend on partitioning.
 SMALL = [
@@ -68,6 +72,9 @@ class Runs:
     raw: Path
     archive: Path
     done: dict[str, Path] = field(default_factory=dict)
+    # Per fault run (by hold point): whether the event log shows the killed executor lost
+    # mid-stage, and the run's output tail for the failure message.
+    faults: dict[str, tuple[bool, str]] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +87,22 @@ def runs(installed, tmp_path_factory) -> Runs:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert archive.is_file()
     return Runs(root, raw, archive)
+
+
+def test_env_archive_leaves_out_what_tasks_never_import(runs: Runs) -> None:
+    """pyspark's jars (the cluster has its own Spark), packages' test suites and pip are not
+    shipped; the modules the tasks import are."""
+    import tarfile
+
+    with tarfile.open(runs.archive) as tar:
+        names = tar.getnames()
+    site = next(n for n in names if n.endswith("/site-packages/corpusclean/__init__.py"))
+    prefix = site.removesuffix("corpusclean/__init__.py")
+    assert not [n for n in names if n.startswith(prefix + "pyspark/jars/")]
+    assert not [n for n in names if n.startswith(prefix + "pip/")]
+    assert not [n for n in names if n.startswith(prefix) and "/tests/" in n]
+    for module in ("pyspark/daemon.py", "pyarrow/__init__.py", "numba/__init__.py"):
+        assert prefix + module in names, module
 
 
 def _submit(installed, cluster, runs: Runs, *job: str, conf: list[str] = ()) -> Any:
@@ -137,9 +160,15 @@ def local_clean(installed, runs: Runs) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster_clean(installed, standalone_cluster, runs: Runs) -> Path:
+    """clean on the cluster, audit on, losing a worker in the middle of near-dedup."""
     out = runs.root / "cluster-clean"
-    proc = _submit(
-        installed, standalone_cluster, runs, "clean", "--input", str(runs.raw), "--output", str(out)
+    job = ["clean", "--input", str(runs.raw), "--output", str(out)]
+    proc = _faulty_run(
+        standalone_cluster,
+        runs,
+        "corpusclean clean: near",
+        "near.verify",
+        lambda conf: _submit(installed, standalone_cluster, runs, *job, conf=conf),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
@@ -150,8 +179,9 @@ def test_clean_on_the_cluster_equals_local_mode(local_clean: Path, cluster_clean
         assert _table(cluster_clean / part).equals(_table(local_clean / part)), part
     report = json.loads((cluster_clean / "report.json").read_text())
     assert report["spark"]["master"].startswith("spark://127.0.0.1:")
-    assert report["spark"]["executors"] == 2
-    assert report["spark"]["cores"] == 2
+    # One of the two executors was killed with its worker; the restarted worker's executor
+    # may or may not have registered by the time the report is written.
+    assert report["spark"]["executors"] in (1, 2)
     assert report["audit"]["ran"] and report["audit"]["passed"]
     assert json.loads((local_clean / "report.json").read_text())["spark"]["executors"] == 0
     assert not json.loads((local_clean / "report.json").read_text())["audit"]["ran"]
@@ -167,16 +197,23 @@ def local_pack(installed, runs: Runs, local_clean: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster_pack(installed, standalone_cluster, runs: Runs, cluster_clean: Path) -> Path:
-    """pack on the cluster, run from the line `submit --print-command` prints (a user's script)."""
+    """pack on the cluster, run from the line `submit --print-command` prints (a user's
+    script), losing a worker while it writes shards."""
     out = runs.root / "cluster-shards"
     job = ["pack", "--input", str(cluster_clean), "--output", str(out)]
-    printed = _submit(installed, standalone_cluster, runs, "--print-command", *job)
-    assert printed.returncode == 0, printed.stderr[-2000:]
-    cmd = shlex.split(printed.stdout.strip())
-    assert str(installed.bin.parent) in cmd[cmd.index("--input") - 1]  # the installed job file
-    assert f"{runs.archive}#env" in cmd  # executors' Python from the archive
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "PYTHONPATH"))}
-    proc = subprocess.run(cmd, cwd=runs.root, env=env, capture_output=True, text=True, timeout=900)
+
+    def run(conf: list[str]) -> Any:
+        printed = _submit(installed, standalone_cluster, runs, "--print-command", *job, conf=conf)
+        assert printed.returncode == 0, printed.stderr[-2000:]
+        cmd = shlex.split(printed.stdout.strip())
+        assert str(installed.bin.parent) in cmd[cmd.index("--input") - 1]  # the installed job
+        assert f"{runs.archive}#env" in cmd  # executors' Python from the archive
+        return subprocess.run(
+            cmd, cwd=runs.root, env=env, capture_output=True, text=True, timeout=900
+        )
+
+    proc = _faulty_run(standalone_cluster, runs, "corpusclean pack: write", "pack.task", run)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return out
 
@@ -309,8 +346,10 @@ def _lost_mid_stage(events_dir: Path, stage: str, executor: str) -> bool:
 
 
 def _faulty_run(
-    installed, cluster, runs: Runs, stage: str, point: str, *job: str
-) -> tuple[Any, Killer]:
+    cluster, runs: Runs, stage: str, point: str, submit: Callable[[list[str]], Any]
+) -> Any:
+    """`submit(conf)` with a worker killed while a task of `stage` holds at `point`; the
+    evidence that the kill landed mid-stage goes to `runs.faults[point]`."""
     name = point.replace(".", "-")
     events, holds = runs.root / f"events-{name}", runs.root / f"holds-{name}"
     events.mkdir()
@@ -332,61 +371,36 @@ def _faulty_run(
         "spark.eventLog.compress=false",
     ]
     with Killer(cluster, port, stage, point, holds) as killer:
-        proc = _submit(installed, cluster, runs, *job, conf=conf)
+        proc = submit(conf)
     try:
         tail = proc.stdout[-1500:] + proc.stderr[-1500:]
-        assert killer.killed is not None, f"no task of {stage!r} was seen running: {tail}"
-        assert killer.executor is not None
-        assert _lost_mid_stage(events, stage, killer.executor), f"not lost mid-{stage!r}: {tail}"
+        lost = (
+            killer.killed is not None
+            and killer.executor is not None
+            and _lost_mid_stage(events, stage, killer.executor)
+        )
+        runs.faults[point] = (
+            lost,
+            f"killed worker {killer.killed}, executor {killer.executor}: {tail}",
+        )
     finally:
         if killer.killed is not None:
             cluster.start_worker(killer.killed)
-    return proc, killer
+    return proc
 
 
-def test_clean_survives_a_worker_killed_during_near_dedup(
-    installed, standalone_cluster, runs: Runs, cluster_clean: Path
-) -> None:
-    out = runs.root / "fault-clean"
-    proc, _ = _faulty_run(
-        installed,
-        standalone_cluster,
-        runs,
-        "corpusclean clean: near",
-        "near.verify",
-        "clean",
-        "--input",
-        str(runs.raw),
-        "--output",
-        str(out),
-        "--set",
-        "audit.enabled=false",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for part in ("data", "duplicates", "rejected"):
-        assert _table(out / part).equals(_table(cluster_clean / part)), part
+def test_clean_survives_a_worker_killed_during_near_dedup(runs: Runs, cluster_clean: Path) -> None:
+    """The cluster's clean lost an executor while a near-dedup stage ran (the event log says
+    so), and still gave local mode's output (test_clean_on_the_cluster_equals_local_mode)."""
+    lost, why = runs.faults["near.verify"]
+    assert lost, f"no executor was lost mid 'corpusclean clean: near': {why}"
 
 
-def test_pack_survives_a_worker_killed_while_writing_shards(
-    installed, standalone_cluster, runs: Runs, cluster_clean: Path, cluster_pack: Path
-) -> None:
-    out = runs.root / "fault-shards"
-    proc, _ = _faulty_run(
-        installed,
-        standalone_cluster,
-        runs,
-        "corpusclean pack: write",
-        "pack.task",
-        "pack",
-        "--input",
-        str(cluster_clean),
-        "--output",
-        str(out),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _shard_hashes(out) == _shard_hashes(cluster_pack)
-    verify = _local(installed, runs, "pack", "--verify", str(out))
-    assert verify.returncode == 0, verify.stderr[-2000:]
+def test_pack_survives_a_worker_killed_while_writing_shards(runs: Runs, cluster_pack: Path) -> None:
+    """The cluster's pack lost an executor while writing shards, and its shards are local
+    mode's byte for byte (test_pack_on_the_cluster_equals_local_mode) and verify."""
+    lost, why = runs.faults["pack.task"]
+    assert lost, f"no executor was lost mid 'corpusclean pack: write': {why}"
 
 
 def _env() -> dict[str, str]:
