@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def _bar_chart(rows: list[tuple[str, float, str]], width: int = 640, unit: str =
         parts.append(
             f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>'
             f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
-            f'<text x="{label_w + w + 6:.1f}" y="{y + 15}">{value:,.4g}{unit}</text>'
+            f'<text x="{label_w + w + 6:.1f}" y="{y + 15}">{_number(value)}{unit}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -88,15 +89,31 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _number(value: float) -> str:
+    """A count or a measure as people read it: `17,101`, `1,234.5`, `0.8551`; never `2e+04`."""
+    if isinstance(value, int) or (math.isfinite(value) and value == int(value)):
+        return f"{int(value):,}"
+    if abs(value) >= 1000:
+        return f"{value:,.1f}"
+    return f"{value:.4g}"
+
+
+# One status vocabulary with `corpusclean check` (jobs/check.py prints the records' status).
+def status_word(check: dict[str, Any]) -> str:
+    """PASS, WARN, INFO, FAIL or SKIP for an audit record (older reports: from `success`)."""
+    status = check.get("status")
+    if isinstance(status, str) and status:
+        return status.upper()
+    return "PASS" if check.get("success") else "FAIL"
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.4g}"
+    if isinstance(value, int | float):
+        return _number(value)
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
@@ -161,7 +178,7 @@ def _audit_table(audit: dict[str, Any]) -> list[str]:
                     c.get("column"),
                     c.get("severity"),
                     c.get("observed"),
-                    "pass" if c.get("success") else "FAIL",
+                    status_word(c),
                 ]
                 for c in audit["checks"]
             ],
