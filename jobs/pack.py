@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from corpusclean.jobs import pack_io
+from corpusclean.jobs import dataset_card, pack_io
 from corpusclean.jobs.config import Section, SparkSettings, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.failures import disk_full
@@ -646,7 +646,17 @@ def build_index(
             "columns": config.columns.model_dump(mode="json"),
         },
     }
-    pack_io.write_index(out, index)
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(source.data / source.files[0][0])
+    card = dataset_card.render(
+        prefix,
+        schema,
+        config.columns.text,
+        config.shard.docs_per_sample,
+        index["totals"],
+    )
+    pack_io.write_index(out, index, card)
     return index
 
 

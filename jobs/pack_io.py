@@ -17,6 +17,7 @@ The layout of a pack folder, and what a file's presence means:
     _parts/numbering.json             every unit's part count, saved before the first rename
     shard-000042.tar (.idx)           a numbered shard
     _stats/shard-000042.json          its stats: the shard's commit marker
+    README.md                         the dataset card (`datasets.load_dataset(SHARD_DIR)`)
     index.json                        the pack is finished
 
 The states a pack folder goes through, in order, and what a rerun (`prepare_output`, then
@@ -81,6 +82,7 @@ import pyarrow.compute as pc
 
 from corpusclean.errors import CorpusCleanError
 from corpusclean.jobs.atomic import is_temp_of, write_text_atomic
+from corpusclean.jobs.dataset_card import CARD
 from corpusclean.jobs.errors import InputError
 from corpusclean.jobs.log import info, warn
 from corpusclean.jobs.pack_staging import Staging, open_staging, owner, repair
@@ -777,7 +779,7 @@ def prepare_output(out: Path, fp: str, input_dir: Path, run_id: str | None = Non
 
 def _not_the_pack(out: Path) -> list[str]:
     """The top-level entries of a pack folder that its index.json does not account for."""
-    own = {MARKER, INDEX, STATS_DIR, TMP_DIR, PARTS_DIR}
+    own = {MARKER, INDEX, STATS_DIR, TMP_DIR, PARTS_DIR, CARD}
     index = _load_json(out / INDEX) or {}
     for entry in index.get("shardlist", []):
         if isinstance(entry, dict):
@@ -1156,13 +1158,16 @@ def shard_entries(
     return entries
 
 
-def write_index(out: Path, index: dict[str, Any]) -> None:
-    """Finish the pack in `out`: remove `_tmp/`, write index.json, then remove `_parts/`."""
+def write_index(out: Path, index: dict[str, Any], card: str | None = None) -> None:
+    """Finish the pack in `out`: remove `_tmp/`, write the dataset card (`card`, README.md)
+    and index.json, then remove `_parts/`."""
     tmp = out / TMP_DIR
     if tmp.is_dir():
         for leftover in tmp.iterdir():
             leftover.unlink()
         tmp.rmdir()
+    if card is not None:
+        write_text_atomic(out / CARD, card)
     # Written last and atomically: a folder with index.json is a finished pack.
     write_text_atomic(out / INDEX, json.dumps(index, indent=2) + "\n")
     # The unit markers of input order, kept until now so that a numbering cut short resumes.

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import webdataset as wds
+import yaml
 
 from corpusclean.jobs import pack as pack_job
 from corpusclean.jobs import pack_io as W
@@ -127,8 +128,27 @@ def test_every_clean_doc_comes_back(corpus: tuple[Path, pa.Table], packed: Path)
     assert index["totals"]["docs"] == index["totals"]["samples"] == 400
     assert index["source"]["report_run_id"] == "clean-run-1"
     assert sorted(os.listdir(packed)) == sorted(
-        ["_corpusclean.json", "_stats", "index.json", *(e["url"] for e in index["shardlist"])]
+        [
+            "README.md",
+            "_corpusclean.json",
+            "_stats",
+            "index.json",
+            *(e["url"] for e in index["shardlist"]),
+        ]
     )
+    # The dataset card `datasets.load_dataset(SHARD_DIR)` reads: the shards and every type.
+    header = yaml.safe_load((packed / "README.md").read_text().split("---\n")[1])
+    assert header["configs"][0]["data_files"] == [{"split": "train", "path": "shard-*.tar"}]
+    (meta, txt) = header["dataset_info"]["features"]
+    assert txt == {"name": "txt", "dtype": "string"}
+    assert {f["name"]: f["dtype"] for f in meta["struct"]} == {
+        "doc_id": "string",
+        "url": "string",
+        "source": "string",
+        "lang": "string",
+        "timestamp": "string",
+        "quality": "float64",
+    }
 
 
 def test_keys_are_safe_and_unique(packed: Path) -> None:

@@ -1,0 +1,127 @@
+"""Hugging Face `datasets` reads a pack folder: `load_dataset(SHARD_DIR)` with the right types.
+
+Runs in its own venv (the package's own dependencies stay small), built once per session from
+the package registry. The pack is made so that its first samples, the ones `datasets` infers a
+WebDataset's types from, have a null `license`: without the dataset card that column is typed
+null and the load fails on the first sample that has one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+import venv
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from corpusclean.jobs.pack import main as pack_main
+
+pytestmark = [pytest.mark.client, pytest.mark.e2e]
+
+N = 60
+
+LOAD = """
+import json, sys, datasets
+path, how = sys.argv[1], sys.argv[2]
+try:
+    if how == "dir":
+        ds = datasets.load_dataset(path, split="train")
+    else:
+        import glob
+        files = sorted(glob.glob(path + "/*.tar"))
+        ds = datasets.load_dataset("webdataset", data_files={"train": files}, split="train")
+    rows = ds.to_list()
+    print(json.dumps({
+        "ok": True,
+        "rows": len(rows),
+        "features": {k: str(v) for k, v in ds.features["json"].items()},
+        "txt": str(ds.features["txt"]),
+        "licenses": sorted(r["json"]["license"] for r in rows if r["json"]["license"]),
+        "ids": sorted(r["json"]["doc_id"] for r in rows),
+    }))
+except Exception as exc:
+    chain = []
+    while exc is not None and len(chain) < 5:
+        chain.append(f"{type(exc).__name__}: {exc}")
+        exc = exc.__cause__ or exc.__context__
+    print(json.dumps({"ok": False, "error": " <- ".join(chain)[:3000]}))
+"""
+
+
+@pytest.fixture(scope="session")
+def hf_python(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hf-venv")
+    venv.create(root, with_pip=True)
+    python = root / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "-q", "datasets>=3"]
+    proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return python
+
+
+def _clean_output(root: Path) -> Path:
+    """A published-looking clean output whose `license` is set on three documents only."""
+    licensed = {"doc-00041", "doc-00047", "doc-00053"}
+    ids = [f"doc-{i:05d}" for i in range(N)]
+    table = pa.table(
+        {
+            "doc_id": ids,
+            "text": [f"Document {i} " + "lorem ipsum dolor " * (10 + i) for i in range(N)],
+            "quality": [i / N for i in range(N)],
+            "license": [("cc-by-4.0" if d in licensed else None) for d in ids],
+        }
+    )
+    (root / "data").mkdir(parents=True)
+    pq.write_table(table, root / "data" / "part-00000.parquet")
+    (root / "report.json").write_text(json.dumps({"run_id": "clean-run-1"}))
+    (root / "_SUCCESS").write_text("")
+    return root
+
+
+def _load(python: Path, folder: Path, how: str) -> dict:
+    env = {"HF_DATASETS_OFFLINE": "1", "HF_HOME": str(folder.parent / "hf-home")}
+    proc = subprocess.run(
+        [str(python), "-c", LOAD, str(folder), how],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_load_dataset_reads_a_pack_folder_with_its_types(
+    hf_python: Path, spark, tmp_path: Path
+) -> None:
+    clean = _clean_output(tmp_path / "clean")
+    out = tmp_path / "shards"
+    assert pack_main(["--input", str(clean), "--output", str(out)]) == 0
+    got = _load(hf_python, out, "dir")
+    assert got["ok"], got.get("error")
+    assert got["rows"] == N
+    assert got["ids"] == [f"doc-{i:05d}" for i in range(N)]
+    assert got["features"]["license"] == "Value('string')"
+    assert got["features"]["quality"] == "Value('float64')"
+    assert got["txt"] == "Value('string')"
+    assert got["licenses"] == ["cc-by-4.0"] * 3
+
+
+def test_without_the_card_the_first_samples_decide_the_types(
+    hf_python: Path, spark, tmp_path: Path
+) -> None:
+    """Why the card is there: the same shards named by data_files, with no card, fail."""
+    clean = _clean_output(tmp_path / "clean")
+    out = tmp_path / "shards"
+    assert pack_main(["--input", str(clean), "--output", str(out)]) == 0
+    # The precondition: the samples `datasets` infers types from all have a null license.
+    with tarfile.open(next(out.glob("*.tar"))) as tar:
+        metas = [json.loads(tar.extractfile(m).read()) for m in tar if m.name.endswith(".json")]
+    assert all(m["license"] is None for m in metas[:5])
+    got = _load(hf_python, out, "data_files")
+    assert not got["ok"], "datasets typed the mostly-null column right without the card"
+    assert "null" in got["error"], got["error"]
