@@ -105,21 +105,17 @@ def test_env_archive_leaves_out_what_tasks_never_import(runs: Runs) -> None:
         assert prefix + module in names, module
 
 
-def _submit(installed, cluster, runs: Runs, *job: str, conf: list[str] = ()) -> Any:
-    args = [
-        "submit",
-        "--master",
-        cluster.url,
-        "--master-ui",
-        cluster.ui,
-        "--properties-file",
-        "cluster",
-        "--env-archive",
-        str(runs.archive),
-        *SMALL,
-        *conf,
-        *job,
-    ]
+def _submit(
+    installed, cluster, runs: Runs, *job: str, conf: list[str] = (), archive: bool = True
+) -> Any:
+    """`corpusclean submit` of `job`; executors get their Python from the packed venv, or
+    with `archive=False` run the installed venv's interpreter by its path (what submit does
+    where every node has the environment at the same place)."""
+    args = ["submit", "--master", cluster.url, "--master-ui", cluster.ui]
+    args += ["--properties-file", "cluster"]
+    if archive:
+        args += ["--env-archive", str(runs.archive)]
+    args += [*SMALL, *conf, *job]
     return installed.run(*args, cwd=runs.root, timeout=900)
 
 
@@ -230,19 +226,14 @@ def test_pack_on_the_cluster_equals_local_mode(
 def test_check_runs_on_the_cluster(
     installed, standalone_cluster, runs: Runs, cluster_clean: Path
 ) -> None:
+    """check on the cluster, its executors running the installed venv's Python in place (the
+    clean and pack runs cover the packed venv)."""
     report = runs.root / "check.json"
-    proc = _submit(
-        installed,
-        standalone_cluster,
-        runs,
-        "check",
-        "--input",
-        str(cluster_clean),
-        "--report",
-        str(report),
-    )
+    job = ["check", "--input", str(cluster_clean), "--report", str(report)]
+    proc = _submit(installed, standalone_cluster, runs, *job, archive=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert json.loads(report.read_text())["verdict"] == "pass"
+    assert f"spark.pyspark.python={installed.bin / 'python'}" in proc.stderr
 
 
 def test_submit_refuses_executors_no_worker_can_hold(
