@@ -12,6 +12,7 @@ each type (pipelines/shards.py: Spark's `to_json`).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pyarrow as pa
@@ -72,21 +73,34 @@ def features(schema: pa.Schema, text_col: str, docs_per_sample: int) -> list[dic
     return [{"name": "json", "struct": meta}, {"name": "txt", "dtype": "string"}]
 
 
+def config_name(prefix: str, shard_sha256: list[str]) -> str:
+    """The card's one config, named after the shards' content: `datasets` caches a local
+    folder's dataset under its folder name and config name only, so a config called `default`
+    would have a re-packed folder (or another pack folder of the same name) load the rows
+    cached from the first one."""
+    digest = hashlib.sha256("\n".join(shard_sha256).encode()).hexdigest()[:16]
+    return f"{prefix}-{digest}"
+
+
 def render(
-    prefix: str, schema: pa.Schema, text_col: str, docs_per_sample: int, totals: dict[str, int]
+    name: str,
+    prefix: str,
+    schema: pa.Schema,
+    text_col: str,
+    docs_per_sample: int,
+    totals: dict[str, int],
 ) -> str:
-    """README.md of a pack folder: YAML header for `datasets`, then a few lines for people."""
+    """README.md of a pack folder: YAML header for `datasets` (one config, `name`, see
+    `config_name`), then a few lines for people."""
     header: dict[str, Any] = {
         "configs": [
-            {
-                "config_name": "default",
-                "data_files": [{"split": "train", "path": f"{prefix}-*.tar"}],
-            }
+            {"config_name": name, "data_files": [{"split": "train", "path": f"{prefix}-*.tar"}]}
         ]
     }
     feats = features(schema, text_col, docs_per_sample)
     if feats is not None:
-        header["dataset_info"] = {"features": feats}
+        # Bound to the config by name: unnamed, `datasets` applies it to `default` only.
+        header["dataset_info"] = {"config_name": name, "features": feats}
     member = "`.json` (every column but the text) and `.txt` (the text)"
     if docs_per_sample != 1:
         member = f"`.jsonl` ({docs_per_sample} documents a sample, one JSON line each)"

@@ -650,6 +650,7 @@ def build_index(
 
     schema = pq.read_schema(source.data / source.files[0][0])
     card = dataset_card.render(
+        dataset_card.config_name(prefix, [e["sha256"] for e in entries]),
         prefix,
         schema,
         config.columns.text,

@@ -63,15 +63,15 @@ def hf_python(tmp_path_factory) -> Path:
     return python
 
 
-def _clean_output(root: Path) -> Path:
+def _clean_output(root: Path, n: int = N) -> Path:
     """A published-looking clean output whose `license` is set on three documents only."""
     licensed = {"doc-00041", "doc-00047", "doc-00053"}
-    ids = [f"doc-{i:05d}" for i in range(N)]
+    ids = [f"doc-{i:05d}" for i in range(n)]
     table = pa.table(
         {
             "doc_id": ids,
-            "text": [f"Document {i} " + "lorem ipsum dolor " * (10 + i) for i in range(N)],
-            "quality": [i / N for i in range(N)],
+            "text": [f"Document {i} " + "lorem ipsum dolor " * (10 + i) for i in range(n)],
+            "quality": [i / n for i in range(n)],
             "license": [("cc-by-4.0" if d in licensed else None) for d in ids],
         }
     )
@@ -82,8 +82,9 @@ def _clean_output(root: Path) -> Path:
     return root
 
 
-def _load(python: Path, folder: Path, how: str) -> dict:
-    env = {"HF_DATASETS_OFFLINE": "1", "HF_HOME": str(folder.parent / "hf-home")}
+def _load(python: Path, folder: Path, how: str, cache: Path | None = None) -> dict:
+    home = cache if cache is not None else folder.parent / "hf-home"
+    env = {"HF_DATASETS_OFFLINE": "1", "HF_HOME": str(home)}
     proc = subprocess.run(
         [str(python), "-c", LOAD, str(folder), how],
         capture_output=True,
@@ -125,3 +126,20 @@ def test_without_the_card_the_first_samples_decide_the_types(
     got = _load(hf_python, out, "data_files")
     assert not got["ok"], "datasets typed the mostly-null column right without the card"
     assert "null" in got["error"], got["error"]
+
+
+def test_a_repacked_folder_is_not_read_from_the_cache_of_the_first(
+    hf_python: Path, spark, tmp_path: Path
+) -> None:
+    """`datasets` caches a local folder's dataset by folder and config name: two packs in
+    folders of one name, loaded with one cache, each give their own rows."""
+    cache = tmp_path / "hf-home"
+    first = tmp_path / "a" / "shards"
+    second = tmp_path / "b" / "shards"
+    assert pack_main(["--input", str(_clean_output(tmp_path / "c1")), "--output", str(first)]) == 0
+    small = _clean_output(tmp_path / "c2", n=N - 7)
+    assert pack_main(["--input", str(small), "--output", str(second)]) == 0
+    assert _load(hf_python, first, "dir", cache)["rows"] == N
+    got = _load(hf_python, second, "dir", cache)
+    assert got["ok"], got.get("error")
+    assert got["rows"] == N - 7

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import yaml
 
-from corpusclean.jobs.dataset_card import features, render
+from corpusclean.jobs.dataset_card import config_name, features, render
 
 SCHEMA = pa.schema(
     [
@@ -58,13 +58,22 @@ def test_types_json_cannot_keep_are_left_to_inference() -> None:
 
 
 def test_the_card_names_the_shards_and_parses_as_yaml() -> None:
-    card = render("shard", SCHEMA, "text", 1, {"docs": 12_345, "samples": 12_345, "shards": 3})
+    name = config_name("shard", ["aa" * 32, "bb" * 32])
+    totals = {"docs": 12_345, "samples": 12_345, "shards": 3}
+    card = render(name, "shard", SCHEMA, "text", 1, totals)
     assert card.startswith("---\n")
     header = yaml.safe_load(card.split("---\n")[1])
     assert header["configs"] == [
-        {"config_name": "default", "data_files": [{"split": "train", "path": "shard-*.tar"}]}
+        {"config_name": name, "data_files": [{"split": "train", "path": "shard-*.tar"}]}
     ]
-    assert header["dataset_info"]["features"] == features(SCHEMA, "text", 1)
+    assert header["dataset_info"] == {"config_name": name, "features": features(SCHEMA, "text", 1)}
     assert "12,345 documents" in card
-    multi = render("part", SCHEMA, "text", 4, {"docs": 8, "samples": 2, "shards": 1})
+    multi = render(name, "part", SCHEMA, "text", 4, {"docs": 8, "samples": 2, "shards": 1})
     assert "dataset_info" not in yaml.safe_load(multi.split("---\n")[1])
+
+
+def test_the_config_is_named_after_the_shards_content() -> None:
+    a = config_name("shard", ["aa" * 32, "bb" * 32])
+    assert a.startswith("shard-") and len(a) == len("shard-") + 16
+    assert a == config_name("shard", ["aa" * 32, "bb" * 32])
+    assert a != config_name("shard", ["aa" * 32, "cc" * 32])
