@@ -82,6 +82,13 @@ def _clean_output(root: Path, n: int = N) -> Path:
     return root
 
 
+def _packed(root: Path, n: int = N) -> Path:
+    """`_clean_output` of `n` documents under `root`, packed into `root/shards`."""
+    out = root / "shards"
+    assert pack_main(["--input", str(_clean_output(root / "clean", n)), "--output", str(out)]) == 0
+    return out
+
+
 def _load(python: Path, folder: Path, how: str, cache: Path | None = None) -> dict:
     home = cache if cache is not None else folder.parent / "hf-home"
     env = {"HF_DATASETS_OFFLINE": "1", "HF_HOME": str(home)}
@@ -99,9 +106,7 @@ def _load(python: Path, folder: Path, how: str, cache: Path | None = None) -> di
 def test_load_dataset_reads_a_pack_folder_with_its_types(
     hf_python: Path, spark, tmp_path: Path
 ) -> None:
-    clean = _clean_output(tmp_path / "clean")
-    out = tmp_path / "shards"
-    assert pack_main(["--input", str(clean), "--output", str(out)]) == 0
+    out = _packed(tmp_path)
     got = _load(hf_python, out, "dir")
     assert got["ok"], got.get("error")
     assert got["rows"] == N
@@ -116,9 +121,7 @@ def test_without_the_card_the_first_samples_decide_the_types(
     hf_python: Path, spark, tmp_path: Path
 ) -> None:
     """Why the card is there: the same shards named by data_files, with no card, fail."""
-    clean = _clean_output(tmp_path / "clean")
-    out = tmp_path / "shards"
-    assert pack_main(["--input", str(clean), "--output", str(out)]) == 0
+    out = _packed(tmp_path)
     # The precondition: the samples `datasets` infers types from all have a null license.
     with tarfile.open(next(out.glob("*.tar"))) as tar:
         metas = [json.loads(tar.extractfile(m).read()) for m in tar if m.name.endswith(".json")]
@@ -134,11 +137,7 @@ def test_a_repacked_folder_is_not_read_from_the_cache_of_the_first(
     """`datasets` caches a local folder's dataset by folder and config name: two packs in
     folders of one name, loaded with one cache, each give their own rows."""
     cache = tmp_path / "hf-home"
-    first = tmp_path / "a" / "shards"
-    second = tmp_path / "b" / "shards"
-    assert pack_main(["--input", str(_clean_output(tmp_path / "c1")), "--output", str(first)]) == 0
-    small = _clean_output(tmp_path / "c2", n=N - 7)
-    assert pack_main(["--input", str(small), "--output", str(second)]) == 0
+    first, second = _packed(tmp_path / "a"), _packed(tmp_path / "b", n=N - 7)
     assert _load(hf_python, first, "dir", cache)["rows"] == N
     got = _load(hf_python, second, "dir", cache)
     assert got["ok"], got.get("error")
