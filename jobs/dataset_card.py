@@ -83,21 +83,22 @@ def config_name(prefix: str, shard_sha256: list[str]) -> str:
 
 
 def render(
-    name: str,
     prefix: str,
-    schema: pa.Schema,
+    shard_sha256: list[str],
+    schema: pa.Schema | None,
     text_col: str,
     docs_per_sample: int,
     totals: dict[str, int],
 ) -> str:
-    """README.md of a pack folder: YAML header for `datasets` (one config, `name`, see
-    `config_name`), then a few lines for people."""
+    """README.md of a pack folder: YAML header for `datasets` (one config, see `config_name`;
+    no types without a `schema`), then a few lines for people."""
+    name = config_name(prefix, shard_sha256)
     header: dict[str, Any] = {
         "configs": [
             {"config_name": name, "data_files": [{"split": "train", "path": f"{prefix}-*.tar"}]}
         ]
     }
-    feats = features(schema, text_col, docs_per_sample)
+    feats = None if schema is None else features(schema, text_col, docs_per_sample)
     if feats is not None:
         # Bound to the config by name: unnamed, `datasets` applies it to `default` only.
         header["dataset_info"] = {"config_name": name, "features": feats}

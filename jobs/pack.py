@@ -215,7 +215,7 @@ def pack(
     # Everything about the input is checked before the output is touched: a bad input leaves
     # a previous pack (even with --overwrite) and an unfinished one as they were.
     paths = [str(source.data / rel) for rel, _ in source.files]
-    rows = _check_input(paths, config)
+    rows, schema = _check_input(paths, config)
     where, resume, staging = open_output(out, fp, source.path, overwrite)
     if staging is not None and staging.finished:
         index = json.loads((where / INDEX).read_text("utf-8"))
@@ -225,7 +225,7 @@ def pack(
             info(JOB, f"resuming the unfinished pack in {out}")
         try:
             n_shards, docs, written, seconds = _write(where, source, config, fp, resume, rows)
-            index = build_index(where, source, config, n_shards, docs, fp)
+            index = build_index(where, source, config, n_shards, docs, fp, schema)
         except Exception as exc:
             full = disk_full(exc, out)
             if full is None:
@@ -546,14 +546,14 @@ def _footer(path: str) -> tuple[int, Any]:
         raise InputError(f"input file {path} is not a readable Parquet file ({first})") from exc
 
 
-def _check_input(paths: list[str], config: PackConfig) -> int:
+def _check_input(paths: list[str], config: PackConfig) -> tuple[int, Any]:
     """Check every input file's footer (readable, one schema, the id and text columns) and
-    return their rows. Footers are read in parallel: on a shared filesystem each is a round
-    trip."""
+    return their rows and their Arrow schema (None without files). Footers are read in
+    parallel: on a shared filesystem each is a round trip."""
     with ThreadPoolExecutor(max_workers=16) as pool:
         footers = list(pool.map(_footer, paths))
     if not footers:
-        return 0
+        return 0, None
     schema = footers[0][1]
     shape = [(f.name, f.type) for f in schema]
     for path, (_, other) in zip(paths, footers, strict=True):
@@ -563,7 +563,7 @@ def _check_input(paths: list[str], config: PackConfig) -> int:
                 f"{_columns(schema)}; the files of a clean output share one schema"
             )
     _check_columns(schema, config)
-    return sum(rows for rows, _ in footers)
+    return sum(rows for rows, _ in footers), schema
 
 
 def _columns(schema: Any) -> str:
@@ -612,9 +612,16 @@ def write_task_count(units: int, unit_bytes: int, parallelism: int) -> int:
 
 
 def build_index(
-    out: Path, source: CleanSource, config: PackConfig, n_shards: int, planned: int, fp: str
+    out: Path,
+    source: CleanSource,
+    config: PackConfig,
+    n_shards: int,
+    planned: int,
+    fp: str,
+    schema: Any = None,
 ) -> dict[str, Any]:
-    """Write index.json from the committed shards' stats files; fails if any shard is missing."""
+    """Write index.json and the dataset card (with the input's Arrow `schema`, its column
+    types) from the committed shards' stats files; fails if any shard is missing."""
     prefix = config.shard.prefix
     entries = pack_io.shard_entries(out, prefix, fp, n_shards, config.shard.dali_index)
     docs = sum(e["ndocs"] for e in entries)
@@ -646,12 +653,9 @@ def build_index(
             "columns": config.columns.model_dump(mode="json"),
         },
     }
-    import pyarrow.parquet as pq
-
-    schema = pq.read_schema(source.data / source.files[0][0])
     card = dataset_card.render(
-        dataset_card.config_name(prefix, [e["sha256"] for e in entries]),
         prefix,
+        [e["sha256"] for e in entries],
         schema,
         config.columns.text,
         config.shard.docs_per_sample,

@@ -58,9 +58,10 @@ def test_types_json_cannot_keep_are_left_to_inference() -> None:
 
 
 def test_the_card_names_the_shards_and_parses_as_yaml() -> None:
-    name = config_name("shard", ["aa" * 32, "bb" * 32])
+    shas = ["aa" * 32, "bb" * 32]
+    name = config_name("shard", shas)
     totals = {"docs": 12_345, "samples": 12_345, "shards": 3}
-    card = render(name, "shard", SCHEMA, "text", 1, totals)
+    card = render("shard", shas, SCHEMA, "text", 1, totals)
     assert card.startswith("---\n")
     header = yaml.safe_load(card.split("---\n")[1])
     assert header["configs"] == [
@@ -68,8 +69,11 @@ def test_the_card_names_the_shards_and_parses_as_yaml() -> None:
     ]
     assert header["dataset_info"] == {"config_name": name, "features": features(SCHEMA, "text", 1)}
     assert "12,345 documents" in card
-    multi = render(name, "part", SCHEMA, "text", 4, {"docs": 8, "samples": 2, "shards": 1})
+    multi = render("part", shas, SCHEMA, "text", 4, {"docs": 8, "samples": 2, "shards": 1})
     assert "dataset_info" not in yaml.safe_load(multi.split("---\n")[1])
+    # A pack of an output with no data file: the shards are named, no types declared.
+    empty = render("shard", [], None, "text", 1, {"docs": 0, "samples": 0, "shards": 0})
+    assert "dataset_info" not in yaml.safe_load(empty.split("---\n")[1])
 
 
 def test_the_config_is_named_after_the_shards_content() -> None:
