@@ -71,7 +71,6 @@ class Runs:
     root: Path
     raw: Path
     archive: Path
-    done: dict[str, Path] = field(default_factory=dict)
     # Per fault run (by hold point): whether the event log shows the killed executor lost
     # mid-stage, and the run's output tail for the failure message.
     faults: dict[str, tuple[bool, str]] = field(default_factory=dict)
