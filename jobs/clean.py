@@ -826,11 +826,18 @@ def _write(
             .collect()
         }
         run.rejected = dict(sorted(reasons.items()))
-        kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
+        # Scores published beside the document (language ID's, `quality.keep_scores`).
+        published = run.pipeline.published(run.config.quality.keep_scores)
+        kept = decisions.filter(F.col(STAGE).isNull()).select(
+            ROW_ID, *[F.col(score) for score, _ in published]
+        )
         data = (
-            frames.marked.join(kept, ROW_ID, "left_semi")
+            frames.marked.join(kept, ROW_ID, "inner" if published else "left_semi")
             .transform(lambda d: impute_with_medians(d, run.medians))
-            .select(*[F.col(quoted(c)) for c in frames.input_cols])
+            .select(
+                *[F.col(quoted(c)) for c in frames.input_cols],
+                *[F.col(score).alias(name) for score, name in published],
+            )
             .sortWithinPartitions(id_col)
         )
         data.write.parquet(str(staging / "data"))

@@ -107,6 +107,12 @@ class DedupSection(Section):
     index: bool = True
 
 
+class QualitySection(Section):
+    # Also publish every quality filter's scores (`_score_*`) in data/, beside the document,
+    # so thresholds can be re-tuned on the output without computing them again.
+    keep_scores: bool = False
+
+
 class PublishSection(Section):
     # Another host's abandoned staging under .OUTPUT.runs/ is removed once older than this.
     stale_hours: float = Field(24.0, gt=0.0)
@@ -123,6 +129,7 @@ _JOB_SECTIONS = (
     "gate",
     "audit",
     "publish",
+    "quality",
     "spark",
     "stages",
 )
@@ -147,6 +154,7 @@ class CleanConfig(Section):
     gate: GateSection = Field(default_factory=GateSection)
     audit: AuditSection = Field(default_factory=AuditSection)
     publish: PublishSection = Field(default_factory=PublishSection)
+    quality: QualitySection = Field(default_factory=QualitySection)
     spark: SparkSettings = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -237,11 +245,22 @@ def embedded_yaml(name: str) -> dict[str, Any]:
     return yaml.safe_load(text) or {}
 
 
+def presets() -> list[str]:
+    """The names of the built-in presets (conf/presets/*.yaml), for `--config NAME`."""
+    folder = resources.files("corpusclean.conf.presets")
+    return sorted(f.name[:-5] for f in folder.iterdir() if f.name.endswith(".yaml"))
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML mapping from a file, with a one-line error when it is missing or malformed."""
+    """A YAML mapping from a file, or from the built-in preset of that name (`fineweb`), with
+    a one-line error when it is missing or malformed."""
     p = Path(path)
+    if not p.is_file() and str(path) in presets():
+        p = Path(str(resources.files("corpusclean.conf.presets").joinpath(f"{path}.yaml")))
     if not p.is_file():
-        raise ConfigError(f"config file {p} does not exist")
+        raise ConfigError(
+            f"config file {p} does not exist (built-in presets: {', '.join(presets())})"
+        )
     try:
         data = yaml.safe_load(p.read_text("utf-8"))
     except yaml.YAMLError as exc:

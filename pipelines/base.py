@@ -73,6 +73,7 @@ RESERVED_NAMES = frozenset(
         "removed",
         "rejected",
         "bad_lines",
+        "quality",
     }
 )
 
@@ -172,6 +173,27 @@ class Filter(Step):
     """
 
     kind: ClassVar[Literal["filter", "dedup"]] = "filter"
+    # Score columns this filter publishes in data/ as columns of their own, by the name they
+    # take there (language ID's `lang`, `lang_score`); other scores go only to rejected/
+    # unless `quality.keep_scores` is on.
+    publishes: ClassVar[dict[str, str]] = {}
+
+    def check(self, fields: Mapping[str, DataType]) -> str | None:
+        why = super().check(fields)
+        if why is not None:
+            return why
+        for column in self.publishes.values():
+            if column in fields:
+                return (
+                    f"stage {self.name} adds column {column!r} to data/, and the input already "
+                    f"has a column {column!r}; rename the input's column or drop the stage"
+                )
+        return None
+
+    def bounds(self) -> list[tuple[str, str, float]]:
+        """The keep rule's thresholds as (score column, `>=` or `<=`, bound): what a kept
+        document's score must satisfy (the report sets each score's distribution against it)."""
+        return []
 
     def reason(self) -> Column | None:
         """The reject reason of each row as a Spark expression (null keeps the row)."""
@@ -408,6 +430,19 @@ class Pipeline:
     def scorers(self) -> list[Filter]:
         """The enabled filters with an Arrow scorer (they run in the read pass)."""
         return [f for f in self.filters if f.enabled and f.scores]
+
+    def published(self, keep_scores: bool) -> list[tuple[str, str]]:
+        """(score column, name in data/) of every score the output publishes: the columns
+        filters publish as their own, and with `keep_scores` every other score as it is."""
+        out: list[tuple[str, str]] = []
+        for f in self.scorers():
+            named = dict(f.publishes)
+            for score in f.score_fields():
+                if score.name in named:
+                    out.append((score.name, named[score.name]))
+                elif keep_scores:
+                    out.append((field.name, field.name))
+        return out
 
     def text_features(self) -> list[TextFeature]:
         """The features the enabled dedup stages need from the text, in stage order."""
