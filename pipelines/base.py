@@ -441,7 +441,7 @@ class Pipeline:
                 if score.name in named:
                     out.append((score.name, named[score.name]))
                 elif keep_scores:
-                    out.append((field.name, field.name))
+                    out.append((score.name, score.name))
         return out
 
     def text_features(self) -> list[TextFeature]:
