@@ -1025,7 +1025,8 @@ def _c4_doc(
         if flags[0]:
             e = _citation_end(cps, a, b)
             c = cps[e - 1] if e > a else np.uint32(0)
-            ends = c == 0x2E or c == 0x3F or c == 0x21 or c == 0x22 or c == 0x27
+            # C4's . ? ! " ' and every other sentence terminal (。！？ end Chinese lines).
+            ends = c == 0x22 or c == 0x27 or (table[c] & TERM) != 0
             ell = e - a >= 3 and cps[e - 1] == 0x2E and cps[e - 2] == 0x2E and cps[e - 3] == 0x2E
             if not ends or ell:
                 continue
@@ -1180,7 +1181,9 @@ class Decoded:
     valid: np.ndarray
 
 
-_last: tuple[tuple[int, int, int], Decoded] | None = None
+# The last batch decoded, with the array itself: holding it keeps its buffer alive, so no other
+# array can come to have the same buffer address while the entry stands.
+_last: tuple[pa.Array, tuple[int, int, int], Decoded] | None = None
 
 
 def decode(texts: pa.Array | pa.ChunkedArray) -> Decoded:
@@ -1190,13 +1193,13 @@ def decode(texts: pa.Array | pa.ChunkedArray) -> Decoded:
     arr = _as_strings(texts)
     data = arr.buffers()[2]
     key = (data.address if data is not None else 0, arr.offset, len(arr))
-    if _last is not None and _last[0] == key:
-        return _last[1]
+    if _last is not None and _last[1] == key:
+        return _last[2]
     buf, offs = _flat_buffer(arr)
     cps, cpo = _decode(buf, offs.astype(np.int64))
     valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     out = Decoded(cps, cpo, valid)
-    _last = (key, out)
+    _last = (arr, key, out)
     return out
 
 
