@@ -72,7 +72,13 @@ from corpusclean.jobs.session import (
     effective_settings,
     executor_facts,
 )
-from corpusclean.pipelines.base import Dedup, Pipeline, funnel_aggregates
+from corpusclean.pipelines.base import (
+    Dedup,
+    Pipeline,
+    funnel_aggregates,
+    score_aggregates,
+    score_summary,
+)
 from corpusclean.pipelines.columns import (
     AGAINST,
     BAD_CHARS,
@@ -174,6 +180,8 @@ class Run:
     against: list[OpenedIndex] = field(default_factory=list)
     against_removed: dict[str, dict[str, int]] = field(default_factory=dict)
     index: dict[str, Any] | None = None
+    # The quality filters' score distributions (report.json's `quality`, before `removed`).
+    quality: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pipeline: Pipeline = self.config.pipeline()
@@ -230,6 +238,7 @@ _SAVED = (
     "bad_lines_schema",
     "against_removed",
     "index",
+    "quality",
 )
 # Checkpoint order: the read pass first, a dedup unit by the stage index it ends before, the
 # staged output last.
@@ -604,11 +613,13 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
         )
         features = observed.select(*[F.col(quoted(c)) for c in dict.fromkeys(narrow)], text_col)
         passed = run_read_pass(features, spec)
-        passed.observe(filtered, *funnel_aggregates(run.filter_stages)).write.mode(
+        quality = score_aggregates(spec.scorers)
+        passed.observe(filtered, *funnel_aggregates(run.filter_stages), *quality).write.mode(
             "overwrite"
         ).parquet(str(work / "features"))
         run.features_schema = passed.schema
         metrics, counts = stats.get, filtered.get
+        run.quality = score_summary(spec.scorers, counts)
         run.input_rows = st.rows_out = int(metrics[ROWS])
         st.note = "one pass: stats, filters, features"
     run.stage(Stage("read", None, run.input_rows, st.seconds, st.note))
@@ -1074,6 +1085,12 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         for idx in run.against
     ]
     report["index"] = run.index
+    # Per quality filter (an Arrow scorer): the rows it removed and its scores' distribution
+    # over the rows it scored, against each keep-rule bound.
+    report["quality"] = {
+        name: {"removed": run.removed.get(name, 0), **figures}
+        for name, figures in run.quality.items()
+    }
     # Each cluster stage's figures, under its config section's name (`near_dedup`).
     for step in run.pipeline.dedups:
         if step.name in run.figures:

@@ -241,6 +241,79 @@ def _against(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _strip(score: dict[str, Any], width: int = 360) -> str:
+    """A score's distribution as a strip: p1-p99 light, p10-p90 darker, p25-p75 darkest, the
+    median a tick, and each keep-rule bound a red dashed line (the side past it is dropped)."""
+    q = score.get("quantiles") or {}
+    points = [q.get(k) for k in ("p01", "p10", "p25", "p50", "p75", "p90", "p99")]
+    bounds = [b["value"] for b in score.get("bounds", [])]
+    known = [float(v) for v in [*points, *bounds] if v is not None and math.isfinite(v)]
+    if len([p for p in points if p is not None]) < 7 or not known:
+        return ""
+    lo, hi = min(known), max(known)
+    span = (hi - lo) or 1.0
+    pad, h = 8, 26
+
+    def x(v: float) -> float:
+        return pad + (width - 2 * pad) * (float(v) - lo) / span
+
+    p01, p10, p25, p50, p75, p90, p99 = (float(p) for p in points)  # type: ignore[arg-type]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h + 14}" '
+        f'role="img" class="chart strip">',
+        f'<rect x="{x(p01):.1f}" y="8" width="{max(1.0, x(p99) - x(p01)):.1f}" height="10" '
+        'fill="#d6eaf8"/>',
+        f'<rect x="{x(p10):.1f}" y="6" width="{max(1.0, x(p90) - x(p10)):.1f}" height="14" '
+        'fill="#85c1e9"/>',
+        f'<rect x="{x(p25):.1f}" y="4" width="{max(1.0, x(p75) - x(p25)):.1f}" height="18" '
+        'fill="#2e86c1"/>',
+        f'<line x1="{x(p50):.1f}" x2="{x(p50):.1f}" y1="2" y2="24" stroke="#17202a" '
+        'stroke-width="2"/>',
+    ]
+    for b in score.get("bounds", []):
+        bx = x(b["value"])
+        parts.append(
+            f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="0" y2="{h}" stroke="#c0392b" '
+            f'stroke-dasharray="3 2" stroke-width="2"/><text x="{bx:.1f}" y="{h + 12}" '
+            f'text-anchor="middle">{html.escape(b["op"])} {_number(b["value"])}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _quality(report: dict[str, Any]) -> list[str]:
+    """Per quality filter: what it removed, and each score's distribution against its bounds."""
+    quality = report.get("quality") or {}
+    if not quality:
+        return []
+    out = ["<h2>Quality filters</h2>"]
+    for name, figures in quality.items():
+        out.append(f"<h3>{html.escape(name)}: {_number(figures.get('removed', 0))} removed</h3>")
+        rows = []
+        for col, score in (figures.get("scores") or {}).items():
+            q = score.get("quantiles") or {}
+            bounds = ", ".join(
+                f"{b['op']} {_number(b['value'])}: {_number(b['outside'])} outside"
+                for b in score.get("bounds", [])
+            )
+            rows.append(
+                "<tr>"
+                + "".join(
+                    f"<td>{html.escape(_fmt(v))}</td>"
+                    for v in (col, score.get("scored"), bounds or "-", q.get("p10"))
+                )
+                + f"<td>{html.escape(_fmt(q.get('p50')))}</td>"
+                + f"<td>{html.escape(_fmt(q.get('p90')))}</td>"
+                + f"<td>{_strip(score)}</td></tr>"
+            )
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("score", "scored", "bounds", "p10", "median", "p90", "p1 - p99")
+        )
+        out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return out
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The human report of a clean run."""
     gate = report.get("gate", {})
@@ -267,6 +340,7 @@ def render_html(report: dict[str, Any]) -> str:
         ),
         *_funnel(report),
         *_columns(report),
+        *_quality(report),
         "<h2>Near-dedup</h2>",
         _table(["figure", "value"], near_rows),
         *_against(report),

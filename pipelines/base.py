@@ -488,3 +488,66 @@ def funnel_aggregates(names: Iterable[str]) -> list[Column]:
     return [F.count(F.lit(1)).alias("rows")] + [
         F.sum((F.col(STAGE) == F.lit(n)).cast("long")).alias(n) for n in names
     ]
+
+
+# Quantiles of each score the report shows (approximate, 1/10,000 relative error).
+SCORE_QUANTILES = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+
+
+def _numeric(field: pa.Field) -> bool:
+    return pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+
+
+def score_aggregates(filters: Iterable[Filter]) -> list[Column]:
+    """Aggregates over the read pass's output giving each numeric score's distribution: the
+    rows scored, min, max, quantiles, and per keep-rule bound the scored rows outside it (they
+    ride on the read pass's own observation: no pass of their own)."""
+    out: list[Column] = []
+    for f in filters:
+        bounds = f.bounds()
+        for score_field in f.score_fields():
+            if not _numeric(score_field):
+                continue
+            col = F.col(score_field.name)
+            key = f"__q{score_field.name}"
+            out += [
+                F.count(col).alias(f"{key}#n"),
+                F.min(col).alias(f"{key}#min"),
+                F.max(col).alias(f"{key}#max"),
+                F.percentile_approx(col, list(SCORE_QUANTILES), 10_000).alias(f"{key}#q"),
+            ]
+            for i, (score, op, value) in enumerate(bounds):
+                if score == score_field.name:
+                    outside = col < F.lit(value) if op == ">=" else col > F.lit(value)
+                    out.append(F.sum(outside.cast("long")).alias(f"{key}#out{i}"))
+    return out
+
+
+def score_summary(filters: Iterable[Filter], values: Mapping[str, Any]) -> dict[str, Any]:
+    """report.json's `quality`: per filter, per numeric score, its distribution over the rows
+    it scored and each bound with the rows outside it (from `score_aggregates`' values)."""
+    report: dict[str, Any] = {}
+    for f in filters:
+        bounds = f.bounds()
+        scores: dict[str, Any] = {}
+        for score_field in f.score_fields():
+            key = f"__q{score_field.name}"
+            if not _numeric(score_field) or f"{key}#n" not in values:
+                continue
+            quantiles = values.get(f"{key}#q") or [None] * len(SCORE_QUANTILES)
+            scores[score_field.name] = {
+                "scored": int(values.get(f"{key}#n") or 0),
+                "min": values.get(f"{key}#min"),
+                "max": values.get(f"{key}#max"),
+                "quantiles": {
+                    f"p{round(q * 100):02d}": v
+                    for q, v in zip(SCORE_QUANTILES, quantiles, strict=True)
+                },
+                "bounds": [
+                    {"op": op, "value": value, "outside": int(values.get(f"{key}#out{i}") or 0)}
+                    for i, (score, op, value) in enumerate(bounds)
+                    if score == score_field.name
+                ],
+            }
+        report[f.name] = {"scores": scores}
+    return report
