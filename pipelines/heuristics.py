@@ -35,7 +35,6 @@ lines; C4 uses `splitlines()` and strips each line. Lengths are in code points, 
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -545,6 +544,22 @@ def _tokenize(cps: Any, lo: int, hi: int, table: Any, ts: Any, te: Any) -> int:
     return nt
 
 
+@_jit
+def tokenize_batch(cps: Any, cpo: Any, table: Any) -> Any:
+    """The tokens of every document: spans (`ts`, `te`, absolute code point positions) and
+    per-document offsets into them (`toff`). Tokens never cross whitespace, so the tokens of a
+    line are the document's tokens inside it."""
+    n = cpo.size - 1
+    ts = np.empty(cpo[n] + 1, dtype=np.int64)
+    te = np.empty(cpo[n] + 1, dtype=np.int64)
+    toff = np.zeros(n + 1, dtype=np.int64)
+    k = 0
+    for d in range(n):
+        k += _tokenize(cps, cpo[d], cpo[d + 1], table, ts[k:], te[k:])
+        toff[d + 1] = k
+    return ts[:k], te[:k], toff
+
+
 # ---------------------------------------------------------------------------------------------
 # Hashing (polynomial, mod 2**64): a string's hash from its tokens' hashes, for n-grams
 
@@ -677,11 +692,18 @@ def _is_linebreak(c: Any) -> bool:
 
 @_jit
 def _gopher_quality_doc(
-    cps: Any, lo: int, hi: int, table: Any, stop_hashes: Any, out: Any, d: int
+    cps: Any,
+    lo: int,
+    hi: int,
+    ts: Any,
+    te: Any,
+    table: Any,
+    stop_hashes: Any,
+    stop_len: int,
+    out: Any,
+    d: int,
 ) -> None:
-    ts = np.empty(hi - lo + 1, dtype=np.int64)
-    te = np.empty(hi - lo + 1, dtype=np.int64)
-    nt = _tokenize(cps, lo, hi, table, ts, te)
+    nt = ts.size
     nonsym, alpha, _ = _token_flags(cps, ts, te, nt, table)
     n_ns = 0
     len_ns = 0
@@ -693,7 +715,7 @@ def _gopher_quality_doc(
             len_ns += te[t] - ts[t]
         if alpha[t]:
             n_alpha += 1
-        if stop_hashes.size:
+        if stop_hashes.size and te[t] - ts[t] <= stop_len:
             h = _span_hash(cps, ts[t], te[t])
             for s in range(stop_hashes.size):
                 if stop_hashes[s] == h:
@@ -754,14 +776,19 @@ def _gopher_quality_doc(
 
 
 @_jit
-def gopher_quality_batch(cps: Any, cpo: Any, table: Any, stop_hashes: Any) -> Any:
+def gopher_quality_batch(
+    cps: Any, cpo: Any, ts: Any, te: Any, toff: Any, table: Any, stop_hashes: Any, stop_len: int
+) -> Any:
     """Per document: non-symbol words, their mean length, `#` per word, ellipses per word,
     bullet-line and ellipsis-line fractions, fraction of words with a letter, distinct stop
     words found."""
     n = cpo.size - 1
     out = np.zeros((n, 8), dtype=np.float64)
     for d in range(n):
-        _gopher_quality_doc(cps, cpo[d], cpo[d + 1], table, stop_hashes, out, d)
+        t0, t1 = toff[d], toff[d + 1]
+        _gopher_quality_doc(
+            cps, cpo[d], cpo[d + 1], ts[t0:t1], te[t0:t1], table, stop_hashes, stop_len, out, d
+        )
     return out
 
 
@@ -801,7 +828,16 @@ def _dup_fracs(cps: Any, starts: Any, ends: Any, n: int) -> Any:
 
 @_jit
 def _gopher_repetition_doc(
-    cps: Any, lo: int, hi: int, table: Any, top_n: Any, dup_n: Any, out: Any, d: int
+    cps: Any,
+    lo: int,
+    hi: int,
+    ts: Any,
+    te: Any,
+    table: Any,
+    top_n: Any,
+    dup_n: Any,
+    out: Any,
+    d: int,
 ) -> None:
     length = max(hi - lo, 1)
     starts = np.empty(hi - lo + 2, dtype=np.int64)
@@ -822,9 +858,7 @@ def _gopher_repetition_doc(
     dups, chars = _dup_fracs(cps, starts, ends, n)
     out[d, 2] = dups / n
     out[d, 3] = chars / length
-    ts = np.empty(hi - lo + 1, dtype=np.int64)
-    te = np.empty(hi - lo + 1, dtype=np.int64)
-    nt = _tokenize(cps, lo, hi, table, ts, te)
+    nt = ts.size
     # Prefix hashes of the tokens joined with "" and with " " (each followed by a space, which
     # maps n-grams one-to-one, so equal hashes still mean equal " ".join strings).
     cat = np.zeros(nt + 1, dtype=np.uint64)
@@ -894,33 +928,53 @@ def _gopher_repetition_doc(
 
 
 @_jit
-def gopher_repetition_batch(cps: Any, cpo: Any, table: Any, top_n: Any, dup_n: Any) -> Any:
+def gopher_repetition_batch(
+    cps: Any, cpo: Any, ts: Any, te: Any, toff: Any, table: Any, top_n: Any, dup_n: Any
+) -> Any:
     """Per document: duplicate paragraph fraction and character fraction, duplicate line
     fraction and character fraction, the top n-gram character fraction of each `top_n`, the
     duplicate n-gram character fraction of each `dup_n`."""
     n = cpo.size - 1
     out = np.zeros((n, 4 + top_n.size + dup_n.size), dtype=np.float64)
     for d in range(n):
-        _gopher_repetition_doc(cps, cpo[d], cpo[d + 1], table, top_n, dup_n, out, d)
+        t0, t1 = toff[d], toff[d + 1]
+        _gopher_repetition_doc(
+            cps, cpo[d], cpo[d + 1], ts[t0:t1], te[t0:t1], table, top_n, dup_n, out, d
+        )
     return out
 
 
 @_jit
-def _contains_ci(cps: Any, a: int, b: int, pat: Any) -> bool:
-    """Case-insensitive (ASCII) search of the lower-case ASCII pattern in [a, b)."""
-    m = pat.size
-    for i in range(a, b - m + 1):
-        ok = True
-        for k in range(m):
-            c = cps[i + k]
-            if 0x41 <= c <= 0x5A:
-                c += 32
-            if c != pat[k]:
-                ok = False
-                break
-        if ok:
-            return True
-    return False
+def _find_patterns(cps: Any, a: int, b: int, pats: Any, off: Any, first: Any) -> int:
+    """Bit i set when lower-case ASCII pattern i occurs in [a, b), case-insensitively; one
+    pass, trying at each position only the patterns that start with its letter (`first`)."""
+    found = 0
+    for i in range(a, b):
+        c = cps[i]
+        if c >= 128:
+            continue
+        if 0x41 <= c <= 0x5A:
+            c += 32
+        cand = first[c] & ~found
+        while cand:
+            p = 0
+            while not (cand >> p) & 1:
+                p += 1
+            cand &= ~(1 << p)
+            lo, hi = off[p], off[p + 1]
+            if i + (hi - lo) > b:
+                continue
+            ok = True
+            for k in range(hi - lo):
+                x = cps[i + k]
+                if 0x41 <= x <= 0x5A:
+                    x += 32
+                if x != pats[lo + k]:
+                    ok = False
+                    break
+            if ok:
+                found |= 1 << p
+    return found
 
 
 _EDIT = np.array([ord(c) for c in "[edit]"], dtype=np.uint32)
@@ -963,9 +1017,12 @@ def _c4_doc(
     cps: Any,
     lo: int,
     hi: int,
+    ts: Any,
+    te: Any,
     table: Any,
     pats: Any,
     pat_off: Any,
+    first: Any,
     flags: Any,
     min_words: int,
     max_word_len: int,
@@ -974,8 +1031,8 @@ def _c4_doc(
 ) -> None:
     """Sentences on kept lines, and the first kept line with `lorem ipsum` / a curly bracket
     (1-based, 0 = none), and the fraction of lines kept."""
-    ts = np.empty(hi - lo + 1, dtype=np.int64)
-    te = np.empty(hi - lo + 1, dtype=np.int64)
+    nt = ts.size
+    tp = 0  # the first document token not before the current line
     sentences = 0
     lorem = 0
     curly = 0
@@ -1032,30 +1089,29 @@ def _c4_doc(
                 continue
         if words < min_words:
             continue
-        if flags[1] and lorem == 0 and _contains_ci(cps, a, b, pats[pat_off[0] : pat_off[1]]):
+        found = _find_patterns(cps, a, b, pats, pat_off, first)
+        if flags[1] and lorem == 0 and found & 1:
             lorem = line_no
-        if flags[2] and _contains_ci(cps, a, b, pats[pat_off[1] : pat_off[2]]):
+        if flags[2] and found & 2:
             continue  # a line about javascript is dropped before the bracket check
         if flags[3] and curly == 0:
             for k in range(a, b):
                 if cps[k] == 0x7B:
                     curly = line_no
                     break
-        policy = False
-        if flags[4]:
-            for p in range(2, pat_off.size - 1):
-                if _contains_ci(cps, a, b, pats[pat_off[p] : pat_off[p + 1]]):
-                    policy = True
-                    break
-        if policy:
+        if flags[4] and found >> 2:
             continue
         kept += 1
         # Sentences: spaCy's sentencizer starts a sentence after a terminal token at the next
         # token that is not punctuation.
-        nt = _tokenize(cps, a, b, table, ts, te)
-        count = 1 if nt else 0
+        while tp < nt and ts[tp] < a:
+            tp += 1
+        count = 0
         seen = False
-        for t in range(nt):
+        t = tp
+        while t < nt and ts[t] < b:
+            if count == 0:
+                count = 1
             single_term = te[t] - ts[t] == 1 and table[cps[ts[t]]] & TERM
             is_p = True
             for q in range(ts[t], te[t]):
@@ -1067,6 +1123,7 @@ def _c4_doc(
                 seen = False
             elif single_term:
                 seen = True
+            t += 1
         sentences += count
     out[d, 0] = sentences
     out[d, 1] = lorem
@@ -1078,6 +1135,9 @@ def _c4_doc(
 def c4_batch(
     cps: Any,
     cpo: Any,
+    ts: Any,
+    te: Any,
+    toff: Any,
     table: Any,
     pats: Any,
     pat_off: Any,
@@ -1087,18 +1147,26 @@ def c4_batch(
 ) -> Any:
     """Per document: sentences on the lines C4 keeps, the first kept line (1-based) with
     `lorem ipsum` and with `{` (0 = none), and the fraction of lines kept. `pats` holds the
-    lower-case patterns: lorem ipsum, javascript, then the policy phrases; `flags` switches
-    on the terminal-punctuation, lorem ipsum, javascript, curly bracket and policy rules."""
+    lower-case ASCII patterns: lorem ipsum, javascript, then the policy phrases (at most 62);
+    `flags` switches on the terminal-punctuation, lorem ipsum, javascript, curly bracket and
+    policy rules."""
+    first = np.zeros(128, dtype=np.int64)
+    for p in range(pat_off.size - 1):
+        first[pats[pat_off[p]]] |= 1 << p
     n = cpo.size - 1
     out = np.zeros((n, 4), dtype=np.float64)
     for d in range(n):
+        t0, t1 = toff[d], toff[d + 1]
         _c4_doc(
             cps,
             cpo[d],
             cpo[d + 1],
+            ts[t0:t1],
+            te[t0:t1],
             table,
             pats,
             pat_off,
+            first,
             flags,
             min_words,
             max_word_len,
@@ -1109,7 +1177,9 @@ def c4_batch(
 
 
 @_jit
-def _fineweb_doc(cps: Any, lo: int, hi: int, table: Any, short_len: int, out: Any, d: int) -> None:
+def _fineweb_doc(
+    cps: Any, lo: int, hi: int, nt: int, table: Any, short_len: int, out: Any, d: int
+) -> None:
     nonblank = 0
     punct = 0
     short = 0
@@ -1145,9 +1215,6 @@ def _fineweb_doc(cps: Any, lo: int, hi: int, table: Any, short_len: int, out: An
         out[d, 3] = np.nan
         return
     _, chars = _dup_fracs(cps, starts, ends, nonblank)
-    ts = np.empty(hi - lo + 1, dtype=np.int64)
-    te = np.empty(hi - lo + 1, dtype=np.int64)
-    nt = _tokenize(cps, lo, hi, table, ts, te)
     out[d, 0] = punct / nonblank
     out[d, 1] = short / nonblank
     body = hi - lo - newlines
@@ -1156,14 +1223,14 @@ def _fineweb_doc(cps: Any, lo: int, hi: int, table: Any, short_len: int, out: An
 
 
 @_jit
-def fineweb_batch(cps: Any, cpo: Any, table: Any, short_len: int) -> Any:
+def fineweb_batch(cps: Any, cpo: Any, toff: Any, table: Any, short_len: int) -> Any:
     """Per document (NaN for one with no non-blank line): fraction of non-blank lines ending in
     a sentence terminal, fraction at most `short_len` characters long, characters of repeated
     non-blank lines over the characters that are not newlines, newlines per word."""
     n = cpo.size - 1
     out = np.zeros((n, 4), dtype=np.float64)
     for d in range(n):
-        _fineweb_doc(cps, cpo[d], cpo[d + 1], table, short_len, out, d)
+        _fineweb_doc(cps, cpo[d], cpo[d + 1], toff[d + 1] - toff[d], table, short_len, out, d)
     return out
 
 
@@ -1171,14 +1238,20 @@ def fineweb_batch(cps: Any, cpo: Any, table: Any, short_len: int) -> Any:
 # Python side
 
 
-@dataclass(frozen=True)
 class Decoded:
     """A batch of texts as code points: `cps[cpo[d]:cpo[d + 1]]` is document d (nulls are
-    empty)."""
+    empty), and, once asked for, its tokens (`tokenize_batch`), computed once for every filter
+    that reads this batch."""
 
-    cps: np.ndarray
-    cpo: np.ndarray
-    valid: np.ndarray
+    def __init__(self, cps: np.ndarray, cpo: np.ndarray, valid: np.ndarray) -> None:
+        self.cps, self.cpo, self.valid = cps, cpo, valid
+        self._tokens: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(`ts`, `te`, `toff`) of `tokenize_batch`."""
+        if self._tokens is None:
+            self._tokens = tokenize_batch(self.cps, self.cpo, char_table())
+        return self._tokens
 
 
 # The last batch decoded, with the array itself: holding it keeps its buffer alive, so no other

@@ -82,9 +82,13 @@ class C4Quality(Filter):
             ],
             dtype=np.bool_,
         )
+        ts, te, toff = text.tokens()
         out = h.c4_batch(
             text.cps,
             text.cpo,
+            ts,
+            te,
+            toff,
             h.char_table(),
             pats,
             off,

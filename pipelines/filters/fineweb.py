@@ -56,7 +56,10 @@ class FineWebQuality(Filter):
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
         text = h.decode(batch.column(self.roles.text))
-        out = h.fineweb_batch(text.cps, text.cpo, h.char_table(), self.params.short_line_length)
+        _, _, toff = text.tokens()
+        out = h.fineweb_batch(
+            text.cps, text.cpo, toff, h.char_table(), self.params.short_line_length
+        )
         # A page with no non-blank line has no ratios (NaN): null, like a row without text.
         return h.score_arrays(SCORES, out, text.valid & ~np.isnan(out[:, 0]))
 

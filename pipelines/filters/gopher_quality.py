@@ -71,7 +71,12 @@ class GopherQuality(Filter):
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
         text = h.decode(batch.column(self.roles.text))
         stop = h.hash_strings(self.params.stop_words)
-        out = h.gopher_quality_batch(text.cps, text.cpo, h.char_table(), stop)
+        ts, te, toff = text.tokens()
+        # Only tokens as short as the longest stop word are looked up.
+        longest = max((len(w) for w in self.params.stop_words), default=0)
+        out = h.gopher_quality_batch(
+            text.cps, text.cpo, ts, te, toff, h.char_table(), stop, longest
+        )
         return h.score_arrays(SCORES, out, text.valid)
 
     def bounds(self) -> list[tuple[str, str, float]]:

@@ -90,7 +90,8 @@ class GopherRepetition(Filter):
         text = h.decode(batch.column(self.roles.text))
         top = np.array(list(p.top_n_grams), dtype=np.int64)
         dup = np.array(list(p.dup_n_grams), dtype=np.int64)
-        out = h.gopher_repetition_batch(text.cps, text.cpo, h.char_table(), top, dup)
+        ts, te, toff = text.tokens()
+        out = h.gopher_repetition_batch(text.cps, text.cpo, ts, te, toff, h.char_table(), top, dup)
         return h.score_arrays(self._names(), out, text.valid)
 
     def _rules(self) -> list[tuple[str, str, float | None]]:
