@@ -468,10 +468,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, required=True, help="number of rows to write")
     parser.add_argument("--seed", type=int, default=0, help="the same seed gives the same files")
     parser.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
+    parser.add_argument(
+        "--kind",
+        choices=["dedup", "web"],
+        default="dedup",
+        help="dedup: duplicates of every kind (the default); web: English web pages with the "
+        "junk the quality filters remove (parquet only)",
+    )
 
     def body(args) -> int:
         start = time.perf_counter()
-        summary = generate(args.output, args.docs, seed=args.seed, fmt=args.format)
+        if args.kind == "web":
+            if args.format != "parquet":
+                raise InputError("--kind web writes Parquet only")
+            from corpusclean.jobs.websample import generate_web
+
+            summary = generate_web(args.output, args.docs, seed=args.seed)
+        else:
+            summary = generate(args.output, args.docs, seed=args.seed, fmt=args.format)
         secs = time.perf_counter() - start
         kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(summary["kinds"].items()))  # type: ignore[union-attr]
         log.info(
