@@ -1,0 +1,110 @@
+"""`lang`: label every document with its language and keep only the languages asked for.
+
+The model is the one bundled in `py3langid` (a naive Bayes over byte n-grams, 140 language
+labels; nothing downloads), run over the whole batch by the compiled kernel of
+`pipelines/langid.py`, which gives py3langid's own answers. Every scored row gets
+`_score_lang` (the code) and `_score_lang_score` (its probability); the job publishes both in
+data/ as `lang` and `lang_score` (`publishes`), so a multilingual corpus can be split later
+without running the model again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field, field_validator
+
+from corpusclean.pipelines import langid
+from corpusclean.pipelines.base import Filter, StepParams, register
+from corpusclean.pipelines.columns import score_column
+
+LANG = score_column("lang")
+LANG_SCORE = score_column("lang_score")
+
+
+class LangParams(StepParams):
+    """`lang:` — which languages to keep and how sure the model must be."""
+
+    # Codes to keep, as py3langid names them (ISO 639-1 where one exists: en, zh, de; 639-3
+    # otherwise: ary, yue). Empty keeps every language: the rows are still labelled, and the
+    # labels still published, for a corpus that is split by language later.
+    languages: list[str] = Field(default_factory=list)
+    # FineWeb keeps English pages whose language score is above 0.65: below it the page is
+    # mostly another language, code or markup, or too short for the model to be sure. The
+    # bound is FineWeb's (set on fastText's lid.176 scores), kept so the presets follow the
+    # published recipe; py3langid's probability is not fastText's (its softmax is tempered by
+    # the square root of the length) but behaves alike: near 1 on a page of prose, well under
+    # on a few words or a mix. A score equal to the bound is kept. Only checked when
+    # `languages` is set: the score is that of the language found, and a corpus that keeps
+    # every language should not lose its short or mixed pages to it.
+    min_score: float = Field(0.65, ge=0, le=1)
+    # Classify only each document's first `max_bytes` bytes of UTF-8 (cut back to a
+    # character); 0 reads the whole text. A language is clear within a few kilobytes and the
+    # model's walk costs time per byte, so a cap makes long documents cheap; 0 by default so
+    # the labels are py3langid's on the whole text.
+    max_bytes: int = Field(0, ge=0)
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        known = set(langid.labels())
+        unknown = [code for code in value if code not in known]
+        if unknown:
+            raise ValueError(
+                f"unknown language code(s) {unknown}: py3langid's model knows "
+                f"{len(known)} codes, listed by corpusclean.pipelines.langid.labels() "
+                "(py3langid's LanguageIdentifier.labels)"
+            )
+        return value
+
+
+@register
+class Lang(Filter):
+    """Reads the text; scores `_score_lang` (py3langid's language code) and
+    `_score_lang_score` (its probability), both null for a null text; with `languages` set,
+    rejects with `lang_not_allowed` (another language) or `lang_low_score` (under
+    `min_score`)."""
+
+    name = "lang"
+    Params = LangParams
+    params: LangParams
+    # The job adds these two scores to data/ as columns of their own, by these names.
+    publishes: ClassVar[dict[str, str]] = {LANG: "lang", LANG_SCORE: "lang_score"}
+
+    def reads(self) -> list[str]:
+        return [self.roles.text]
+
+    def score_fields(self) -> list[pa.Field]:
+        return [pa.field(LANG, pa.string()), pa.field(LANG_SCORE, pa.float64())]
+
+    def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        lang, score = langid.identify(batch.column(self.roles.text), self.params.max_bytes)
+        return {LANG: lang, LANG_SCORE: score}
+
+    def bounds(self) -> list[tuple[str, str, float]]:
+        if not self.params.languages:
+            return []
+        return [(LANG_SCORE, ">=", self.params.min_score)]
+
+    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
+        """`lang_not_allowed` for a language outside `languages`, `lang_low_score` for a score
+        under `min_score`, null to keep (every row when `languages` is empty; a null text has
+        no label to judge and is kept, as by the other scorers)."""
+        lang = scores[LANG]
+        n = len(lang)
+        p = self.params
+        if not p.languages:
+            return pa.nulls(n, pa.string())
+        labelled = pc.is_valid(lang).to_numpy(zero_copy_only=False)
+        allowed = pc.is_in(lang, value_set=pa.array(p.languages, pa.string()))
+        allowed_np = allowed.to_numpy(zero_copy_only=False)
+        low = pc.fill_null(pc.less(scores[LANG_SCORE], p.min_score), False)
+        low_np = low.to_numpy(zero_copy_only=False)
+        reasons = np.full(n, None, dtype=object)
+        reasons[labelled & low_np] = "lang_low_score"
+        reasons[labelled & ~allowed_np] = "lang_not_allowed"  # the language is the first rule
+        return pa.array(reasons, pa.string())
