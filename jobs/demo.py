@@ -1,4 +1,5 @@
-"""`corpusclean demo`: sample -> clean -> pack -> check -> bench on a generated corpus.
+"""`corpusclean demo`: sample -> clean -> pack -> check -> bench on a generated corpus, and the
+FineWeb preset's quality filters on generated web pages.
 
 Runs every stage on local Spark with the embedded defaults and ends with a summary table. The
 demo folder is its own: a rerun replaces the previous demo's folder, never anything else.
@@ -60,6 +61,8 @@ def run_demo(out: Path, docs: int, seed: int) -> int:
     """Run the whole flow into `out`; returns the first non-zero exit code, or 0."""
     raw, cleaned, shards = out / "raw", out / "clean", out / "shards"
     steps = _core_steps(raw, cleaned, docs, seed)
+    # The quality filters' preset on web-like pages (a quarter as many as the main sample).
+    steps += _preset_steps(out / "raw-web", out / "clean-web", max(500, docs // 4), seed)
     _prepare(out)
     rows: list[tuple[str, str, float, str]] = []
     if _available("pack"):
@@ -101,6 +104,36 @@ def _core_steps(raw: Path, cleaned: Path, docs: int, seed: int) -> list[Step]:
             "clean",
             lambda: clean.main(["--input", str(raw), "--output", str(cleaned)]),
             clean_detail,
+        ),
+    ]
+
+
+def _preset_steps(raw: Path, cleaned: Path, docs: int, seed: int) -> list[Step]:
+    """The FineWeb preset's funnel: sample English web pages with the junk the quality
+    filters remove, and clean them with `--config fineweb`."""
+    from corpusclean.jobs import clean, sample
+
+    def detail() -> str:
+        r = json.loads((cleaned / "report.json").read_text())
+        removed = {k: v for k, v in r["removed"].items() if v}
+        return f"{r['input_rows']:,} -> {r['output_rows']:,} pages; removed " + ", ".join(
+            f"{k} {v:,}" for k, v in removed.items()
+        )
+
+    return [
+        (
+            "sample web",
+            lambda: sample.main(
+                ["--kind", "web", "--output", str(raw), "--docs", str(docs), "--seed", str(seed)]
+            ),
+            lambda: f"{docs:,} English web pages, a third of them junk",
+        ),
+        (
+            "clean fineweb",
+            lambda: clean.main(
+                ["--input", str(raw), "--output", str(cleaned), "--config", "fineweb"]
+            ),
+            detail,
         ),
     ]
 
@@ -181,7 +214,10 @@ def _print_summary(rows: list[tuple[str, str, float, str]], out: Path) -> None:
     print(f"\n{'step':<{width}}  {'result':<7} {'seconds':>8}  detail")
     for name, result, secs, detail in rows:
         print(f"{name:<{width}}  {result:<7} {secs:>8.1f}  {detail}")
-    print(f"\noutputs under {out}: raw/ clean/ (report.html) shards/ bench.json")
+    print(
+        f"\noutputs under {out}: raw/ clean/ (report.html) raw-web/ clean-web/ (report.html) "
+        "shards/ bench.json"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -359,7 +359,8 @@ def generate_web(output: str | Path, docs: int, seed: int = 0) -> dict[str, obje
             "url": [f"https://example.org/{labels[i]}/{i}" for i in order],
         }
     )
-    pq.write_table(table, out / "part-00000.parquet")
+    # Row groups of 10,000 rows, as the default sample: Spark splits the read by them.
+    pq.write_table(table, out / "part-00000.parquet", row_group_size=10_000)
     truth = pa.table({"doc_id": ids, "kind": [labels[i] for i in order]})
     pq.write_table(truth, out / TRUTH_FILE)
     counts = {k: labels.count(k) for k in dict.fromkeys(labels)}

@@ -10,6 +10,7 @@ named like the package would shadow the installed one in every Spark task.)
 
 from __future__ import annotations
 
+import json
 import subprocess
 import zipfile
 from pathlib import Path
@@ -52,6 +53,16 @@ def test_the_demo_runs_from_outside_the_checkout(installed, tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (work / "demo/clean/_SUCCESS").is_file()
     assert (work / "demo/shards/index.json").is_file()
+    # The FineWeb preset, found by name in the installed package, ran its filters' kernels.
+    web = json.loads((work / "demo/clean-web/report.json").read_text())
+    assert web["config"]["stages"][1:6] == [
+        "lang",
+        "gopher_repetition",
+        "gopher_quality",
+        "c4_quality",
+        "fineweb_quality",
+    ]
+    assert all(web["removed"][name] > 0 for name in web["config"]["stages"][1:6])
     site = next((installed.bin.parent / "lib").glob("python*/site-packages"))
     assert list((site / "corpusclean/pipelines/__pycache__").glob("minhash_jit.*.nbc"))
     check = installed.run("check", "--input", "demo/clean", cwd=work)

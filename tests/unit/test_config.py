@@ -225,3 +225,38 @@ def test_printed_config_loads_back_to_the_same(tmp_path: Path, overrides: list[s
 def test_bad_override_syntax() -> None:
     with pytest.raises(ConfigError, match=r"dotted\.key=value"):
         parse_override("near_dedup.threshold")
+
+
+@pytest.mark.parametrize("preset", ["fineweb", "zh-web"])
+def test_a_preset_is_found_by_name_and_every_threshold_is_explained(preset: str) -> None:
+    cfg = load_clean_config(preset)
+    names = [
+        "lang",
+        "gopher_repetition",
+        "gopher_quality",
+        "c4_quality",
+        "fineweb_quality",
+    ]
+    assert cfg.stages == ["rules", *names, "doc_id", "exact", "near"]
+    assert cfg.gate.min_retention == 0.20
+    # A preset given by path is the same config.
+    path = Path(__file__).parents[2] / "conf" / "presets" / f"{preset}.yaml"
+    assert load_clean_config(path).resolved() == cfg.resolved()
+    # Every key of each filter section is set in the preset, under a comment.
+    text = path.read_text()
+    for name in names:
+        section = yaml.safe_load(text)[name]
+        assert set(section) == set(cfg.section(name).model_dump()) - {"enabled"}, name
+        block = text.split(f"\n{name}:\n", 1)[1].split("\n\n", 1)[0]
+        assert block.lstrip().startswith("#"), name
+
+
+def test_an_unknown_preset_or_file_names_the_presets() -> None:
+    with pytest.raises(ConfigError, match=r"does not exist \(built-in presets: fineweb, zh-web\)"):
+        load_clean_config("finewbe")
+
+
+def test_the_default_run_lists_no_quality_filter() -> None:
+    cfg = load_clean_config()
+    assert cfg.stages == ["rules", "doc_id", "exact", "near"]
+    assert cfg.quality.keep_scores is False
