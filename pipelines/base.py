@@ -498,10 +498,14 @@ def _numeric(field: pa.Field) -> bool:
     return pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
 
 
-def score_aggregates(filters: Iterable[Filter]) -> list[Column]:
+def score_aggregates(filters: Iterable[Filter], sampled: Column | None = None) -> list[Column]:
     """Aggregates over the read pass's output giving each numeric score's distribution: the
     rows scored, min, max, quantiles, and per keep-rule bound the scored rows outside it (they
-    ride on the read pass's own observation: no pass of their own)."""
+    ride on the read pass's own observation: no pass of their own).
+
+    The quantiles are of the rows where `sampled` holds (every row when None): a quantile
+    sketch costs more per row than all the counts together, and a fixed share of the rows
+    draws the same distribution. The counts, min and max are of every row."""
     out: list[Column] = []
     for f in filters:
         bounds = f.bounds()
@@ -514,7 +518,11 @@ def score_aggregates(filters: Iterable[Filter]) -> list[Column]:
                 F.count(col).alias(f"{key}#n"),
                 F.min(col).alias(f"{key}#min"),
                 F.max(col).alias(f"{key}#max"),
-                F.percentile_approx(col, list(SCORE_QUANTILES), 10_000).alias(f"{key}#q"),
+                F.percentile_approx(
+                    col if sampled is None else F.when(sampled, col),
+                    list(SCORE_QUANTILES),
+                    10_000,
+                ).alias(f"{key}#q"),
             ]
             for i, (score, op, value) in enumerate(bounds):
                 if score == score_field.name:

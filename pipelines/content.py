@@ -149,18 +149,30 @@ class ReadPass:
         stage = batch.column(STAGE)
         live = pc.and_(pc.is_null(reason), pc.is_valid(texts)).to_numpy(zero_copy_only=False)
         columns = {n: batch.column(n) for n in batch.schema.names if n != self.text_col}
-        for step in self.scorers:
+        if self.scorers:
+            # Every scorer scores the same rows (those live when the pass starts), so the
+            # text is taken, decoded and tokenized once for all of them; a row an earlier
+            # scorer rejected then gets null scores and no verdict from the later ones, as if
+            # they had not seen it. Scoring a rejected row costs less than a copy of the batch
+            # per scorer would.
             idx, pos = _positions(live)
             sub = batch if pos is None else batch.take(pa.array(idx))
-            scores = step.score(sub)
-            verdict = step.verdict(scores)
-            for field in step.score_fields():
-                columns[field.name] = _scatter(scores[field.name].cast(field.type), pos)
-            out = _scatter(verdict.cast(pa.string()), pos)
-            hit = pc.is_valid(out)
-            reason = pc.if_else(hit, out, reason)
-            stage = pc.if_else(hit, pa.scalar(step.name), stage)
-            live &= ~hit.to_numpy(zero_copy_only=False)
+            alive = live[idx]
+            for step in self.scorers:
+                seen = pa.array(alive)
+                scores = step.score(sub)
+                verdict = step.verdict(scores)
+                for field in step.score_fields():
+                    kept = pc.if_else(seen, scores[field.name].cast(field.type), None)
+                    columns[field.name] = _scatter(kept, pos)
+                said = pc.if_else(seen, verdict.cast(pa.string()), None)
+                hit_sub = pc.is_valid(said).to_numpy(zero_copy_only=False)
+                alive &= ~hit_sub
+                out = _scatter(said, pos)
+                hit = pc.is_valid(out)
+                reason = pc.if_else(hit, out, reason)
+                stage = pc.if_else(hit, pa.scalar(step.name), stage)
+                live &= ~hit.to_numpy(zero_copy_only=False)
         columns[REASON], columns[STAGE] = reason, stage
         # Rejected rows keep their other columns but get no features: nothing downstream
         # reads them.
