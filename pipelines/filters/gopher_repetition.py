@@ -60,9 +60,9 @@ class GopherRepetitionParams(StepParams):
 @register
 class GopherRepetition(Filter):
     """Reads the text; scores `_score_gopher_dup_{para,line}[_char]_frac`,
-    `_score_gopher_top_<n>_gram` and `_score_gopher_dup_<n>_gram`; rejects with
-    dup_para_frac, dup_para_char_frac, dup_line_frac, dup_line_char_frac, top_<n>_gram or
-    duplicated_<n>_n_grams (the first rule broken, in that order)."""
+    `_score_gopher_top_<n>_gram` and `_score_gopher_dup_<n>_gram` (null for an empty text);
+    rejects with empty, dup_para_frac, dup_para_char_frac, dup_line_frac, dup_line_char_frac,
+    top_<n>_gram or duplicated_<n>_n_grams (the first rule broken, in that order)."""
 
     name = "gopher_repetition"
     Params = GopherRepetitionParams
@@ -92,7 +92,8 @@ class GopherRepetition(Filter):
         dup = np.array(list(p.dup_n_grams), dtype=np.int64)
         ts, te, toff = text.tokens()
         out = h.gopher_repetition_batch(text.cps, text.cpo, ts, te, toff, h.char_table(), top, dup)
-        return h.score_arrays(self._names(), out, text.valid)
+        # An empty text has no fractions (NaN): null, like a row without text.
+        return h.score_arrays(self._names(), out, text.valid & ~np.isnan(out[:, 0]))
 
     def _rules(self) -> list[tuple[str, str, float | None]]:
         p = self.params
@@ -109,10 +110,11 @@ class GopherRepetition(Filter):
         return [(col, "<=", float(b)) for _, col, b in self._rules() if b is not None]
 
     def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        n = len(scores[DUP_PARA])
-        rules = [
+        para = h.values(scores, DUP_PARA)
+        rules = [("empty", np.isnan(para))] + [
             (reason, h.values(scores, col) > bound)
             for reason, col, bound in self._rules()
             if bound is not None
         ]
+        n = len(para)
         return h.first_reason(rules, n)

@@ -276,6 +276,18 @@ def test_fineweb_line_punctuation_short_lines_duplicates_and_lists() -> None:
     assert reason("fineweb_quality", tight) == "short_line_ratio"  # checked before
 
 
+def test_an_empty_text_is_rejected_as_empty_by_the_repetition_filter() -> None:
+    reasons, scores = run("gopher_repetition", ["", "one two three four five six seven"])
+    assert reasons == ["empty", None]
+    assert scores[score_column("gopher_dup_line_frac")] == [None, 0.0]
+
+
+def test_symbols_outside_the_punctuation_list_are_words() -> None:
+    # `•`, `©` and `→` are symbols to Unicode but words to the reference's counts; `#`,
+    # `１` (full-width) and `。` are not.
+    assert score("gopher_quality", "gopher_words", "a • © → # １ 。 b") == 5
+
+
 def test_null_text_gets_null_scores() -> None:
     reasons, scores = run("gopher_quality", [None, words(60)])
     assert scores[score_column("gopher_words")] == [None, 60]
