@@ -277,7 +277,8 @@ def test_fineweb_line_punctuation_short_lines_duplicates_and_lists() -> None:
 
 
 def test_an_empty_text_is_rejected_as_empty_by_the_repetition_filter() -> None:
-    reasons, scores = run("gopher_repetition", ["", "one two three four five six seven"])
+    distinct = " ".join(f"word{i}" for i in range(40))
+    reasons, scores = run("gopher_repetition", ["", distinct])
     assert reasons == ["empty", None]
     assert scores[score_column("gopher_dup_line_frac")] == [None, 0.0]
 
