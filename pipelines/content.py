@@ -116,6 +116,27 @@ def spark_fields(fields: list[pa.Field]) -> list[StructField]:
     return list(from_arrow_schema(pa.schema(fields)).fields) if fields else []
 
 
+# Text the scorers take at once (`ReadPass._score`): their kernels hold ~25 bytes a
+# character of it (code points, token spans), so 32 MB of text stays under a gigabyte.
+SCORE_SLICE_BYTES = 32 << 20
+
+
+def _slices(batch: pa.RecordBatch, text_col: str, limit: int) -> list[pa.RecordBatch]:
+    """`batch` cut into consecutive slices of at most `limit` bytes of text each (a longer
+    document is a slice of its own)."""
+    offs, _ = value_buffers(batch.column(text_col), relative=True)
+    if batch.num_rows == 0 or int(offs[-1]) <= limit:
+        return [batch]
+    out = []
+    start = 0
+    while start < batch.num_rows:
+        end = int(np.searchsorted(offs, offs[start] + limit, side="right")) - 1
+        end = max(end, start + 1)
+        out.append(batch.slice(start, end - start))
+        start = end
+    return out
+
+
 def _scatter(values: pa.Array, pos: pa.Array | None) -> pa.Array:
     """`values` of the live rows back at their places in the batch, null elsewhere."""
     return values if pos is None else pc.take(values, pos)
@@ -158,10 +179,8 @@ class ReadPass:
             idx, pos = _positions(live)
             sub = batch if pos is None else batch.take(pa.array(idx))
             alive = live[idx]
-            for step in self.scorers:
+            for step, (scores, verdict) in zip(self.scorers, self._score(sub), strict=True):
                 seen = pa.array(alive)
-                scores = step.score(sub)
-                verdict = step.verdict(scores)
                 for field in step.score_fields():
                     kept = pc.if_else(seen, scores[field.name].cast(field.type), None)
                     columns[field.name] = _scatter(kept, pos)
@@ -185,6 +204,25 @@ class ReadPass:
             for name, values in feature.compute(sub).items():
                 columns[name] = _scatter(values, pos)
         return pa.RecordBatch.from_pydict(columns)
+
+    def _score(self, sub: pa.RecordBatch) -> list[tuple[dict[str, pa.Array], pa.Array]]:
+        """Each scorer's scores and verdict on every row of `sub`, computed a slice of at
+        most `SCORE_SLICE_BYTES` of text at a time: the scorers' decoded text and tokens of one
+        slice are in memory at once, however large the batch's documents are."""
+        parts: list[list[tuple[dict[str, pa.Array], pa.Array]]] = [[] for _ in self.scorers]
+        for part in _slices(sub, self.text_col, SCORE_SLICE_BYTES):
+            for k, step in enumerate(self.scorers):
+                scores = step.score(part)
+                parts[k].append((scores, step.verdict(scores)))
+        out = []
+        for step, chunks in zip(self.scorers, parts, strict=True):
+            if len(chunks) == 1:
+                out.append(chunks[0])
+                continue
+            names = [f.name for f in step.score_fields()]
+            scores = {n: pa.concat_arrays([c[0][n] for c in chunks]) for n in names}
+            out.append((scores, pa.concat_arrays([c[1] for c in chunks])))
+        return out
 
     def schema(self, schema: StructType) -> StructType:
         """The schema `run_read_pass` returns for an input of `schema`."""

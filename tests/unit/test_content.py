@@ -99,3 +99,42 @@ def test_read_pass_counts_bad_characters_of_live_rows_only() -> None:
         NORM_HASH
     ]
     assert BAD_CHARS not in ReadPass("text").batch(batch).schema.names
+
+
+def test_scorers_see_a_large_batch_in_slices_with_the_same_result(monkeypatch) -> None:
+    """The scorers take a batch a slice of text at a time; scores, reasons and the rows a
+    later scorer leaves unscored (rejected by an earlier one) come out as from one piece."""
+    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.pipelines import content
+
+    rng = random.Random(7)
+    words = ["the", "river", "and", "of", "mill", "ran", "with", "a", "#tag", "{x}"]
+    texts = [
+        "\n".join(
+            " ".join(rng.choice(words) for _ in range(rng.randint(3, 15))) + "."
+            for _ in range(rng.randint(1, 30))
+        )
+        for _ in range(300)
+    ]
+    texts[5] = None  # a null text, rejected by the rules before the pass
+    n = len(texts)
+    reason = [None] * n
+    reason[5] = "null_text"
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "text": pa.array(texts, pa.string()),
+            REASON: pa.array(reason, pa.string()),
+            STAGE: pa.array([None if r is None else "rules" for r in reason], pa.string()),
+        }
+    )
+    cfg = load_clean_config("fineweb", ["lang.languages=[]"])
+    pipe = cfg.pipeline()
+    spec = ReadPass("text", tuple(pipe.scorers()))
+    whole = spec.batch(batch)
+    monkeypatch.setattr(content, "SCORE_SLICE_BYTES", 500)
+    assert len(content._slices(batch, "text", 500)) > 10
+    sliced = spec.batch(batch)
+    assert sliced.to_pydict() == whole.to_pydict()
+    # Some rows were rejected by one scorer and left unscored by the next.
+    rejected = [r for r in whole.column(REASON).to_pylist() if r not in (None, "null_text")]
+    assert rejected
