@@ -1132,7 +1132,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", help="Parquet or JSON Lines: file, folder, glob, hdfs://, s3a://"
     )
     parser.add_argument("--output", help="folder to publish into (replaced atomically on success)")
-    parser.add_argument("--config", help="YAML run config (same layout as conf/default.yaml)")
+    parser.add_argument(
+        "--config",
+        help="YAML run config (same layout as conf/default.yaml), or a built-in preset by name: "
+        "fineweb, zh-web (conf/presets/)",
+    )
     parser.add_argument(
         "--set",
         action="append",

@@ -226,6 +226,8 @@ def load_clean_config(
 ) -> CleanConfig:
     """`clean`'s config (load_config), refusing a section the user wrote for a stage that
     `stages` does not list: it would be silently ignored."""
+    if config_file is not None:
+        config_file = clean_config_file(config_file)
     cfg = load_config(CleanConfig, "default", config_file, overrides)
     given = set(read_yaml(config_file)) if config_file is not None else set()
     given |= {parse_override(item)[0][0] for item in overrides or []}
@@ -251,9 +253,9 @@ def presets() -> list[str]:
     return sorted(f.name[:-5] for f in folder.iterdir() if f.name.endswith(".yaml"))
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML mapping from a file, or from the built-in preset of that name (`fineweb`), with
-    a one-line error when it is missing or malformed."""
+def clean_config_file(path: str | Path) -> Path:
+    """A clean run's `--config`: the file, or the built-in preset of that name (`fineweb`)
+    when no such file exists; a one-line error naming the presets when neither does."""
     p = Path(path)
     if not p.is_file() and str(path) in presets():
         p = Path(str(resources.files("corpusclean.conf.presets").joinpath(f"{path}.yaml")))
@@ -261,6 +263,14 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(
             f"config file {p} does not exist (built-in presets: {', '.join(presets())})"
         )
+    return p
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from a file, with a one-line error when it is missing or malformed."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} does not exist")
     try:
         data = yaml.safe_load(p.read_text("utf-8"))
     except yaml.YAMLError as exc:
