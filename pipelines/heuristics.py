@@ -152,8 +152,19 @@ def char_table() -> np.ndarray:
 
 
 @_jit
+def _cont(buf: Any, p: int, end: int) -> bool:
+    """A UTF-8 continuation byte at `p`, inside the document."""
+    return p < end and (buf[p] & 0xC0) == 0x80
+
+
+@_jit
 def _decode(buf: Any, offs: Any) -> Any:
-    """Code points (uint32) of every document of a flat UTF-8 buffer, and their offsets."""
+    """Code points (uint32) of every document of a flat UTF-8 buffer, and their offsets.
+
+    Bytes that are not well-formed UTF-8 (Spark does not check its strings) become U+FFFD,
+    one per bad byte, as Python's `errors="replace"` roughly does: no code point ever lies
+    outside Unicode, so every table lookup stays in bounds.
+    """
     n = offs.size - 1
     cps = np.empty(max(offs[n], 1), dtype=np.uint32)
     cpo = np.empty(n + 1, dtype=np.int64)
@@ -164,27 +175,37 @@ def _decode(buf: Any, offs: Any) -> Any:
         end = offs[d + 1]
         while p < end:
             b0 = np.uint32(buf[p])
+            cp = np.uint32(0xFFFD)
+            step = 1
             if b0 < 0x80:
-                cps[k] = b0
-                p += 1
-            elif b0 < 0xE0:
-                cps[k] = ((b0 & 0x1F) << 6) | (np.uint32(buf[p + 1]) & 0x3F)
-                p += 2
-            elif b0 < 0xF0:
-                cps[k] = (
-                    ((b0 & 0x0F) << 12)
-                    | ((np.uint32(buf[p + 1]) & 0x3F) << 6)
-                    | (np.uint32(buf[p + 2]) & 0x3F)
-                )
-                p += 3
-            else:
-                cps[k] = (
-                    ((b0 & 0x07) << 18)
-                    | ((np.uint32(buf[p + 1]) & 0x3F) << 12)
-                    | ((np.uint32(buf[p + 2]) & 0x3F) << 6)
-                    | (np.uint32(buf[p + 3]) & 0x3F)
-                )
-                p += 4
+                cp = b0
+            elif 0xC2 <= b0 < 0xE0:
+                if _cont(buf, p + 1, end):
+                    cp = ((b0 & 0x1F) << 6) | (np.uint32(buf[p + 1]) & 0x3F)
+                    step = 2
+            elif 0xE0 <= b0 < 0xF0:
+                if _cont(buf, p + 1, end) and _cont(buf, p + 2, end):
+                    c = (
+                        ((b0 & 0x0F) << 12)
+                        | ((np.uint32(buf[p + 1]) & 0x3F) << 6)
+                        | (np.uint32(buf[p + 2]) & 0x3F)
+                    )
+                    if c >= 0x800 and not (0xD800 <= c <= 0xDFFF):
+                        cp = c
+                        step = 3
+            elif 0xF0 <= b0 < 0xF5:
+                if _cont(buf, p + 1, end) and _cont(buf, p + 2, end) and _cont(buf, p + 3, end):
+                    c = (
+                        ((b0 & 0x07) << 18)
+                        | ((np.uint32(buf[p + 1]) & 0x3F) << 12)
+                        | ((np.uint32(buf[p + 2]) & 0x3F) << 6)
+                        | (np.uint32(buf[p + 3]) & 0x3F)
+                    )
+                    if 0x10000 <= c <= 0x10FFFF:
+                        cp = c
+                        step = 4
+            cps[k] = cp
+            p += step
             k += 1
     cpo[n] = k
     return cps, cpo
@@ -564,11 +585,22 @@ def tokenize_batch(cps: Any, cpo: Any, table: Any) -> Any:
     per-document offsets into them (`toff`). Tokens never cross whitespace, so the tokens of a
     line are the document's tokens inside it."""
     n = cpo.size - 1
-    ts = np.empty(cpo[n] + 1, dtype=np.int64)
-    te = np.empty(cpo[n] + 1, dtype=np.int64)
+    # Prose has a token every ~5 characters: room for one every 3, grown when a document
+    # could overflow it (a document never has more tokens than characters).
+    cap = cpo[n] // 3 + 64
+    ts = np.empty(cap, dtype=np.int64)
+    te = np.empty(cap, dtype=np.int64)
     toff = np.zeros(n + 1, dtype=np.int64)
     k = 0
     for d in range(n):
+        need = k + cpo[d + 1] - cpo[d] + 1
+        if need > cap:
+            cap = max(2 * cap, need)
+            grown_s = np.empty(cap, dtype=np.int64)
+            grown_e = np.empty(cap, dtype=np.int64)
+            grown_s[:k] = ts[:k]
+            grown_e[:k] = te[:k]
+            ts, te = grown_s, grown_e
         k += _tokenize(cps, cpo[d], cpo[d + 1], table, ts[k:], te[k:])
         toff[d + 1] = k
     return ts[:k], te[:k], toff
@@ -1077,7 +1109,6 @@ def _c4_doc(
                 k += 1
             if k >= b:
                 break
-            s = k
             run = 0
             while k < b and not table[cps[k]] & SPACE:
                 if table[cps[k]] & CJK:
@@ -1087,9 +1118,11 @@ def _c4_doc(
                     run += 1
                     if run == 1:
                         words += 1
+                    # A "word" is a run without space or CJK character: a Chinese paragraph
+                    # is many words, not one long one.
+                    if max_word_len >= 0 and run > max_word_len:
+                        too_long = True
                 k += 1
-            if max_word_len >= 0 and k - s > max_word_len:
-                too_long = True
         if too_long:
             continue
         if flags[0]:
@@ -1210,12 +1243,15 @@ def _fineweb_doc(
                 blank = False
                 break
         if not blank:
+            # A CRLF line's \r is its line break, not its last character (the reference
+            # splits on \n only, which would reject every CRLF page for its punctuation).
+            e = j - 1 if cps[j - 1] == 0x0D else j
             starts[nonblank] = i
-            ends[nonblank] = j
+            ends[nonblank] = e
             nonblank += 1
-            if table[cps[j - 1]] & TERM:
+            if table[cps[e - 1]] & TERM:
                 punct += 1
-            if j - i <= short_len:
+            if e - i <= short_len:
                 short += 1
         if j >= hi:
             break
@@ -1269,7 +1305,13 @@ class Decoded:
 
 # The last batch decoded, with the array itself: holding it keeps its buffer alive, so no other
 # array can come to have the same buffer address while the entry stands.
-_last: tuple[pa.Array, tuple[int, int, int], Decoded] | None = None
+_last: tuple[pa.Array, tuple[int, int, int, int], Decoded] | None = None
+
+
+def forget() -> None:
+    """Drop the remembered batch (its code points and tokens), once its filters are done."""
+    global _last
+    _last = None
 
 
 def decode(texts: pa.Array | pa.ChunkedArray) -> Decoded:
@@ -1277,8 +1319,13 @@ def decode(texts: pa.Array | pa.ChunkedArray) -> Decoded:
     that run one after another on the same rows decode them once."""
     global _last
     arr = _as_strings(texts)
-    data = arr.buffers()[2]
-    key = (data.address if data is not None else 0, arr.offset, len(arr))
+    offsets, data = arr.buffers()[1:3]
+    key = (
+        data.address if data is not None else 0,
+        offsets.address if offsets is not None else 0,
+        arr.offset,
+        len(arr),
+    )
     if _last is not None and _last[1] == key:
         return _last[2]
     buf, offs = _flat_buffer(arr)
@@ -1320,8 +1367,12 @@ def patterns(words: list[str]) -> tuple[np.ndarray, np.ndarray]:
 def score_arrays(names: list[str], matrix: np.ndarray, valid: np.ndarray) -> dict[str, pa.Array]:
     """The columns of a kernel's (documents x scores) output as float64 arrays, null for the
     documents that had no text."""
-    mask = ~valid
-    return {n: pa.array(matrix[:, i], mask=mask, type=pa.float64()) for i, n in enumerate(names)}
+    # A score that is undefined for a document (the mean length of no words) is null too:
+    # NaN would sort above every number in the report's quantiles and is not JSON.
+    return {
+        n: pa.array(matrix[:, i], mask=~valid | np.isnan(matrix[:, i]), type=pa.float64())
+        for i, n in enumerate(names)
+    }
 
 
 def values(scores: dict[str, pa.Array] | Any, name: str) -> np.ndarray:

@@ -235,12 +235,17 @@ def _encode(raw: bytes, kind: int) -> bytes | None:
     NFC. Returns the new bytes, or None when they are `raw` itself (nothing to rewrite)."""
     if kind == _ASCII_UPPER:
         return raw.lower()
-    text = raw.decode("utf-8")
+    # Spark does not check that its strings are UTF-8: bad bytes become U+FFFD (and the
+    # document is rewritten), rather than failing the task.
+    try:
+        text, bad = raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, bad = raw.decode("utf-8", errors="replace"), True
     out = text.lower() if text.isupper() else text
     # The quick check answers in one pass for nearly all web text, which is already NFC.
     if not unicodedata.is_normalized("NFC", out):
         out = unicodedata.normalize("NFC", out)
-    if out is text:
+    if out is text and not bad:
         return None
     return out.encode("utf-8", errors="surrogatepass")
 

@@ -293,3 +293,53 @@ def test_null_text_gets_null_scores() -> None:
     reasons, scores = run("gopher_quality", [None, words(60)])
     assert scores[score_column("gopher_words")] == [None, 60]
     assert reasons[1] is None
+
+
+def test_bytes_that_are_not_utf8_become_replacement_characters_not_a_crash() -> None:
+    """Spark does not check its strings: Latin-1 bytes, a truncated sequence, an encoded
+    surrogate and a code point past U+10FFFF decode to U+FFFD (each would index past the
+    character table if trusted)."""
+    import numpy as np
+
+    raw = [
+        b"sch\xf6n gr\xfcn",
+        b"\xe9",
+        b"ok \xf0\x9f\x98\x80",
+        b"cut \xe4\xb8",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+    ]
+    offsets = np.cumsum([0] + [len(r) for r in raw]).astype(np.int32)
+    arr = pa.Array.from_buffers(
+        pa.string(), len(raw), [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(raw))]
+    )
+    decoded = h.decode(arr)
+    high = [
+        [int(c) for c in decoded.cps[decoded.cpo[i] : decoded.cpo[i + 1]] if c > 0x7F]
+        for i in range(len(raw))
+    ]
+    assert high == [[0xFFFD] * 2, [0xFFFD], [0x1F600], [0xFFFD] * 2, [0xFFFD] * 3, [0xFFFD] * 4]
+    for name in ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"):
+        cls = load_steps()[name]
+        step = cls(cls.Params(), Roles())
+        assert len(step.verdict(step.score(pa.record_batch({"text": arr})))) == len(raw)
+
+
+def test_a_long_chinese_paragraph_is_many_words_to_c4() -> None:
+    """A line over 1,000 characters of Chinese is not one over-long word: its sentences count."""
+    zh = "今天天气很好，我们去公园散步。" * 100  # 1,500 characters, no space
+    assert score("c4_quality", "c4_sentences", zh) == 100
+    assert score("c4_quality", "c4_sentences", "x" * 1001 + " is a word. Then more words.") == 0
+
+
+def test_a_score_without_a_value_is_null_not_nan() -> None:
+    # No word that is not all punctuation: no mean word length.
+    assert score("gopher_quality", "gopher_mean_word_length", "... !!! ??? ---") is None
+
+
+def test_crlf_lines_end_in_their_punctuation_not_in_their_carriage_return() -> None:
+    long = "a line that is comfortably longer than thirty characters"
+    lf = "\n".join(f"{long} {i}." for i in range(10))
+    crlf = lf.replace("\n", "\r\n")
+    assert score("fineweb_quality", "fineweb_line_punct_ratio", crlf) == 1.0
+    assert reason("fineweb_quality", crlf) == reason("fineweb_quality", lf) is None
