@@ -9,6 +9,7 @@ works on the narrow frame this returns.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -171,23 +172,12 @@ class ReadPass:
         live = pc.and_(pc.is_null(reason), pc.is_valid(texts)).to_numpy(zero_copy_only=False)
         columns = {n: batch.column(n) for n in batch.schema.names if n != self.text_col}
         if self.scorers:
-            # Every scorer scores the same rows (those live when the pass starts), so the
-            # text is taken, decoded and tokenized once for all of them; a row an earlier
-            # scorer rejected then gets null scores and no verdict from the later ones, as if
-            # they had not seen it. Scoring a rejected row costs less than a copy of the batch
-            # per scorer would.
             idx, pos = _positions(live)
             sub = batch if pos is None else batch.take(pa.array(idx))
-            alive = live[idx]
             for step, (scores, verdict) in zip(self.scorers, self._score(sub), strict=True):
-                seen = pa.array(alive)
                 for field in step.score_fields():
-                    kept = pc.if_else(seen, scores[field.name].cast(field.type), None)
-                    columns[field.name] = _scatter(kept, pos)
-                said = pc.if_else(seen, verdict.cast(pa.string()), None)
-                hit_sub = pc.is_valid(said).to_numpy(zero_copy_only=False)
-                alive &= ~hit_sub
-                out = _scatter(said, pos)
+                    columns[field.name] = _scatter(scores[field.name].cast(field.type), pos)
+                out = _scatter(verdict, pos)
                 hit = pc.is_valid(out)
                 reason = pc.if_else(hit, out, reason)
                 stage = pc.if_else(hit, pa.scalar(step.name), stage)
@@ -206,14 +196,46 @@ class ReadPass:
         return pa.RecordBatch.from_pydict(columns)
 
     def _score(self, sub: pa.RecordBatch) -> list[tuple[dict[str, pa.Array], pa.Array]]:
-        """Each scorer's scores and verdict on every row of `sub`, computed a slice of at
-        most `SCORE_SLICE_BYTES` of text at a time: the scorers' decoded text and tokens of one
-        slice are in memory at once, however large the batch's documents are."""
+        """Each scorer's scores and verdict (a string per row, null to keep) for every row of
+        `sub`, in order: a row an earlier scorer rejected gets null scores and no verdict from
+        the later ones.
+
+        The text is taken a slice of at most `SCORE_SLICE_BYTES` at a time, so the scorers'
+        decoded text and tokens stay bounded however large the documents. Within a slice the
+        scorers share one copy of the rows (the filters of pipelines/heuristics.py then decode
+        and tokenize it once for all of them), and rejected rows are still scored by later
+        scorers, with their results dropped; only once a quarter of the slice's rows are
+        rejected are the survivors copied out for the scorers left, since scoring a rejected
+        row costs less than a copy per scorer would."""
         parts: list[list[tuple[dict[str, pa.Array], pa.Array]]] = [[] for _ in self.scorers]
         for part in _slices(sub, self.text_col, SCORE_SLICE_BYTES):
+            n = part.num_rows
+            alive = np.ones(n, dtype=bool)
+            rows = np.arange(n)  # the slice's rows in `cur`
+            cur = part
             for k, step in enumerate(self.scorers):
-                scores = step.score(part)
-                parts[k].append((scores, step.verdict(scores)))
+                if k and alive.sum() < 0.75 * rows.size:
+                    rows = np.flatnonzero(alive)
+                    cur = part.take(pa.array(rows))
+                scores = step.score(cur)
+                verdict = step.verdict(scores).cast(pa.string())
+                seen = pa.array(alive[rows])
+                at = None
+                if rows.size != n:
+                    where = np.full(n, -1, dtype=np.int64)
+                    where[rows] = np.arange(rows.size)
+                    at = pa.array(where, mask=where < 0)
+                said = _scatter(pc.if_else(seen, verdict, None), at)
+                kept = {
+                    f.name: _scatter(pc.if_else(seen, scores[f.name].cast(f.type), None), at)
+                    for f in step.score_fields()
+                }
+                alive &= ~pc.is_valid(said).to_numpy(zero_copy_only=False)
+                parts[k].append((kept, said))
+            # The heuristic filters remember the last slice decoded; it is done with.
+            heuristics = sys.modules.get("corpusclean.pipelines.heuristics")
+            if heuristics is not None:
+                heuristics.forget()
         out = []
         for step, chunks in zip(self.scorers, parts, strict=True):
             if len(chunks) == 1:
