@@ -173,10 +173,13 @@ class Filter(Step):
     """
 
     kind: ClassVar[Literal["filter", "dedup"]] = "filter"
-    # Score columns this filter publishes in data/ as columns of their own, by the name they
-    # take there (language ID's `lang`, `lang_score`); other scores go only to rejected/
-    # unless `quality.keep_scores` is on.
-    publishes: ClassVar[dict[str, str]] = {}
+
+    @property
+    def publishes(self) -> dict[str, str]:
+        """Score columns this filter publishes in data/ as columns of their own, by the name
+        they take there (language ID's `lang`, `lang_score`); other scores go only to
+        rejected/ unless `quality.keep_scores` is on."""
+        return {}
 
     def check(self, fields: Mapping[str, DataType]) -> str | None:
         why = super().check(fields)
@@ -186,7 +189,9 @@ class Filter(Step):
             if column in fields:
                 return (
                     f"stage {self.name} adds column {column!r} to data/, and the input already "
-                    f"has a column {column!r}; rename the input's column or drop the stage"
+                    f"has a column {column!r}; name the stage's column otherwise (see its "
+                    f"section {self.section_name()}), rename the input's column, or drop the "
+                    "stage"
                 )
         return None
 

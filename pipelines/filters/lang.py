@@ -11,12 +11,11 @@ without running the model again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from corpusclean.pipelines import langid
 from corpusclean.pipelines.base import Filter, StepParams, register
@@ -48,6 +47,18 @@ class LangParams(StepParams):
     # the labels are py3langid's on the whole text.
     max_bytes: int = Field(0, ge=0)
 
+    # The columns data/ gets: the language code and its probability. An input that already
+    # has a column of either name is refused (its values would be lost); name these otherwise
+    # to keep both, e.g. `--set lang.column=lid_lang`.
+    column: str = Field("lang", pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    score_column: str = Field("lang_score", pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> LangParams:
+        if self.column == self.score_column:
+            raise ValueError("lang.column and lang.score_column name the same column")
+        return self
+
     @field_validator("languages")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
@@ -72,8 +83,11 @@ class Lang(Filter):
     name = "lang"
     Params = LangParams
     params: LangParams
-    # The job adds these two scores to data/ as columns of their own, by these names.
-    publishes: ClassVar[dict[str, str]] = {LANG: "lang", LANG_SCORE: "lang_score"}
+
+    @property
+    def publishes(self) -> dict[str, str]:
+        # The job adds these two scores to data/ as columns of their own, by these names.
+        return {LANG: self.params.column, LANG_SCORE: self.params.score_column}
 
     def reads(self) -> list[str]:
         return [self.roles.text]

@@ -115,4 +115,8 @@ def test_the_zh_preset_keeps_chinese_pages_and_removes_english(spark, tmp_path: 
     assert report["removed"]["lang"] == 10
     data = pq.read_table(out / "data")
     assert set(data["lang"].to_pylist()) == {"zh"}
+    # Without quality.keep_scores the scores stay out of data/ (they are in rejected/).
+    assert data.column_names == ["doc_id", "text", "lang", "lang_score"]
+    rejected = pq.read_table(out / "rejected")
+    assert score_column("lang_score") in rejected.column_names
     assert data.num_rows == 30

@@ -289,8 +289,29 @@ def test_filter_scores_a_batch() -> None:
     scores = step.score(batch)
     assert scores[LANG].to_pylist() == ["zh", "en", None]
     assert step.verdict(scores).to_pylist() == [None, "lang_not_allowed", None]
-    assert Lang.publishes == {LANG: "lang", LANG_SCORE: "lang_score"}
+    assert step.publishes == {LANG: "lang", LANG_SCORE: "lang_score"}
     assert load_steps()["lang"] is Lang
+
+
+def test_an_input_lang_column_is_refused_unless_the_stage_names_its_own() -> None:
+    """The stage would overwrite an input's `lang` in data/: refused in one line naming the
+    way out; with its columns named otherwise both are kept."""
+    from pyspark.sql.types import DoubleType, StringType
+
+    from corpusclean.jobs.config import load_clean_config
+
+    fields = {"doc_id": StringType(), "text": StringType(), "lang": StringType()}
+    pipe = load_clean_config("fineweb").pipeline()
+    step, why = pipe.check(fields)
+    assert step.name == "lang"
+    assert "adds column 'lang'" in why and "section lang" in why
+    renamed = load_clean_config("fineweb", ["lang.column=lid_lang"]).pipeline()
+    assert renamed.check(fields) is None
+    assert renamed.published(False) == [(LANG, "lid_lang"), (LANG_SCORE, "lang_score")]
+    clash = {**fields, "lang_score": DoubleType()}
+    assert renamed.check(clash)[1].startswith("stage lang adds column 'lang_score'")
+    with pytest.raises(ValueError, match="name the same column"):
+        Lang.Params(column="x", score_column="x")
 
 
 def test_unknown_language_code_is_rejected() -> None:
