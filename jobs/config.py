@@ -8,6 +8,8 @@ errors that name the dotted key.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -226,10 +228,9 @@ def load_clean_config(
 ) -> CleanConfig:
     """`clean`'s config (load_config), refusing a section the user wrote for a stage that
     `stages` does not list: it would be silently ignored."""
-    if config_file is not None:
-        config_file = clean_config_file(config_file)
-    cfg = load_config(CleanConfig, "default", config_file, overrides)
-    given = set(read_yaml(config_file)) if config_file is not None else set()
+    with clean_config_file(config_file) as path:
+        cfg = load_config(CleanConfig, "default", path, overrides)
+        given = set(read_yaml(path)) if path is not None else set()
     given |= {parse_override(item)[0][0] for item in overrides or []}
     steps = by_section()
     for key in cfg.unlisted_sections():
@@ -253,17 +254,22 @@ def presets() -> list[str]:
     return sorted(f.name[:-5] for f in folder.iterdir() if f.name.endswith(".yaml"))
 
 
-def clean_config_file(path: str | Path) -> Path:
-    """A clean run's `--config`: the file, or the built-in preset of that name (`fineweb`)
-    when no such file exists; a one-line error naming the presets when neither does."""
-    p = Path(path)
-    if not p.is_file() and str(path) in presets():
-        p = Path(str(resources.files("corpusclean.conf.presets").joinpath(f"{path}.yaml")))
-    if not p.is_file():
+@contextmanager
+def clean_config_file(path: str | Path | None) -> Iterator[Path | None]:
+    """A clean run's `--config` as a file: the file itself, or the built-in preset of that
+    name (`fineweb`) when no such file exists (extracted for the duration when the package is
+    a zip, as on executors given `--py-files`); a one-line error naming the presets when
+    neither exists."""
+    if path is None or Path(path).is_file():
+        yield None if path is None else Path(path)
+        return
+    if str(path) not in presets():
         raise ConfigError(
-            f"config file {p} does not exist (built-in presets: {', '.join(presets())})"
+            f"config file {path} does not exist (built-in presets: {', '.join(presets())})"
         )
-    return p
+    preset = resources.files("corpusclean.conf.presets").joinpath(f"{path}.yaml")
+    with resources.as_file(preset) as local:
+        yield local
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
