@@ -42,22 +42,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from corpusclean.pipelines import compiled
 from corpusclean.pipelines.minhash import _as_strings, _flat_buffer
 
-try:  # numba is a dependency; without it the same loops run as Python (slowly, but right).
-    import numba as nb
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    nb = None
-
-
-def _jit(fn: Any) -> Any:
-    if nb is None:
-        return fn
-    try:
-        return nb.njit(cache=True, nogil=True)(fn)
-    except RuntimeError:
-        # No place for a cache (the module is inside a zip): each worker compiles once.
-        return nb.njit(nogil=True)(fn)
+_jit = compiled.jit
 
 
 # Character classes, one bit each in a table over every code point.

@@ -43,12 +43,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpusclean.pipelines import compiled
 from corpusclean.pipelines.arrowbuf import value_buffers
 
-try:  # numba is a dependency; a platform without a wheel still gets the Python path.
-    import numba as nb
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    nb = None
+_jit = compiled.jit
+
 
 # Per-document preparation (`_scan`): the bytes are used as stored, lower-cased (ASCII), or
 # rewritten in Python (not ASCII: `isupper()` and NFC need the Unicode database).
@@ -62,18 +61,7 @@ _LONG = 1 << 16
 
 def available() -> bool:
     """Whether numba imports here (else `identify` runs the Python path)."""
-    return nb is not None
-
-
-def _jit(fn: Any) -> Any:
-    if nb is None:
-        return fn
-    try:
-        return nb.njit(cache=True, nogil=True)(fn)
-    except RuntimeError:
-        # No place for a cache: this file is inside a zip (spark-submit --py-files), whose
-        # members numba cannot stamp. Each Python worker then compiles once.
-        return nb.njit(nogil=True)(fn)
+    return compiled.available()
 
 
 @dataclass(frozen=True)
@@ -227,7 +215,7 @@ def _scan_bytes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, kinds: np
             kinds[d] = _ASCII_UPPER if raw.isupper() else _AS_IS
 
 
-_scan = _jit(_scan_py) if nb is not None else _scan_bytes
+_scan = _jit(_scan_py) if compiled.available() else _scan_bytes
 
 
 def _encode(raw: bytes, kind: int) -> bytes | None:
@@ -552,7 +540,7 @@ def _classify_python(
         prob[d] = scores[best[d]]
 
 
-if nb is not None:
+if compiled.available():
     # Helpers first: a jitted function calls the jitted versions it finds at compile time.
     _walk_one = _jit(_walk_one)
     _walk_four = _jit(_walk_four)

@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from corpusclean.pipelines import compiled
 from corpusclean.pipelines.minhash import _fmix64
 
-try:  # numba is a dependency; a platform without a wheel still gets the numpy path.
-    import numba as nb
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    nb = None
+_jit = compiled.jit
+
 
 _U64 = np.uint64
 
@@ -39,18 +38,7 @@ _C_WORD, _C_SPACE, _C_CJK = 1, 2, 4
 
 def available() -> bool:
     """Whether numba imports here."""
-    return nb is not None
-
-
-def _jit(fn: Any) -> Any:
-    if nb is None:
-        return fn
-    try:
-        return nb.njit(cache=True, nogil=True)(fn)
-    except RuntimeError:
-        # No place for a cache: this file is inside a zip (spark-submit --py-files), whose
-        # members numba cannot stamp. Each Python worker then compiles once (~3 s).
-        return nb.njit(nogil=True)(fn)
+    return compiled.available()
 
 
 # The numpy path's finaliser, compiled for scalars: one definition of it for both paths.
