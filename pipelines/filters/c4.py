@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines import heuristics as h
 from corpusclean.pipelines.base import Filter, StepParams, register
 from corpusclean.pipelines.columns import score_column
+from corpusclean.pipelines.filters import kernels
 
 SENTENCES = score_column("c4_sentences")
 LOREM = score_column("c4_lorem_ipsum_line")
@@ -69,6 +69,7 @@ class C4Quality(Filter):
         return [pa.field(n, pa.float64()) for n in SCORES]
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        h = kernels()
         p = self.params
         text = h.decode(batch.column(self.roles.text))
         pats, off = h.patterns(["lorem ipsum", "javascript", *POLICY])
@@ -104,6 +105,7 @@ class C4Quality(Filter):
         return [(SENTENCES, ">=", float(self.params.min_num_sentences))]
 
     def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
+        h = kernels()
         lorem = np.nan_to_num(h.values(scores, LOREM))
         curly = np.nan_to_num(h.values(scores, CURLY))
         sentences = h.values(scores, SENTENCES)

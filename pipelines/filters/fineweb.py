@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines import heuristics as h
 from corpusclean.pipelines.base import Filter, StepParams, register
 from corpusclean.pipelines.columns import score_column
+from corpusclean.pipelines.filters import kernels
 
 PUNCT = score_column("fineweb_line_punct_ratio")
 SHORT = score_column("fineweb_short_line_ratio")
@@ -55,6 +55,7 @@ class FineWebQuality(Filter):
         return [pa.field(n, pa.float64()) for n in SCORES]
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        h = kernels()
         text = h.decode(batch.column(self.roles.text))
         _, _, toff = text.tokens()
         out = h.fineweb_batch(
@@ -73,6 +74,7 @@ class FineWebQuality(Filter):
         ]
 
     def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
+        h = kernels()
         p = self.params
         punct = h.values(scores, PUNCT)
         zero_ok = (punct == 0) & p.line_punct_exclude_zero

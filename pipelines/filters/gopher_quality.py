@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines import heuristics as h
 from corpusclean.pipelines.base import Filter, StepParams, register
 from corpusclean.pipelines.columns import score_column
+from corpusclean.pipelines.filters import kernels
 
 # Score columns, in the kernel's order.
 WORDS = score_column("gopher_words")
@@ -69,6 +69,7 @@ class GopherQuality(Filter):
         return [pa.field(n, pa.float64()) for n in SCORES]
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        h = kernels()
         text = h.decode(batch.column(self.roles.text))
         stop = h.hash_strings(self.params.stop_words)
         ts, te, toff = text.tokens()
@@ -96,6 +97,7 @@ class GopherQuality(Filter):
         return [(s, op, float(v)) for s, op, v in pairs if v is not None]
 
     def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
+        h = kernels()
         p = self.params
         v = {n: h.values(scores, n) for n in SCORES}
         n = len(v[WORDS])

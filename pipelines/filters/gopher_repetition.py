@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from corpusclean.pipelines import heuristics as h
 from corpusclean.pipelines.base import Filter, StepParams, register
 from corpusclean.pipelines.columns import score_column
+from corpusclean.pipelines.filters import kernels
 
 DUP_PARA = score_column("gopher_dup_para_frac")
 DUP_PARA_CHARS = score_column("gopher_dup_para_char_frac")
@@ -86,6 +86,7 @@ class GopherRepetition(Filter):
         return [pa.field(n, pa.float64()) for n in self._names()]
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        h = kernels()
         p = self.params
         text = h.decode(batch.column(self.roles.text))
         top = np.array(list(p.top_n_grams), dtype=np.int64)
@@ -110,6 +111,7 @@ class GopherRepetition(Filter):
         return [(col, "<=", float(b)) for _, col, b in self._rules() if b is not None]
 
     def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
+        h = kernels()
         para = h.values(scores, DUP_PARA)
         rules = [("empty", np.isnan(para))] + [
             (reason, h.values(scores, col) > bound)

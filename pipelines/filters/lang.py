@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
-from corpusclean.pipelines import langid
 from corpusclean.pipelines.base import Filter, StepParams, register
 from corpusclean.pipelines.columns import score_column
 
@@ -62,6 +61,11 @@ class LangParams(StepParams):
     @field_validator("languages")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
+        if not value:
+            return value
+        # Imported here: it imports numba, which a run without this stage should not pay for.
+        from corpusclean.pipelines import langid
+
         known = set(langid.labels())
         unknown = [code for code in value if code not in known]
         if unknown:
@@ -96,6 +100,8 @@ class Lang(Filter):
         return [pa.field(LANG, pa.string()), pa.field(LANG_SCORE, pa.float64())]
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        from corpusclean.pipelines import langid
+
         lang, score = langid.identify(batch.column(self.roles.text), self.params.max_bytes)
         return {LANG: lang, LANG_SCORE: score}
 

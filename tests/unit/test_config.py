@@ -260,3 +260,22 @@ def test_the_default_run_lists_no_quality_filter() -> None:
     cfg = load_clean_config()
     assert cfg.stages == ["rules", "doc_id", "exact", "near"]
     assert cfg.quality.keep_scores is False
+
+
+def test_a_run_without_quality_filters_never_imports_their_kernels() -> None:
+    """Every filter module is imported to read the config; their numba kernels and the
+    language model load only when one is listed (start-up time of every default run)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from corpusclean.jobs.config import load_clean_config\n"
+        "load_clean_config()\n"
+        "heavy = ['numba', 'corpusclean.pipelines.heuristics', 'corpusclean.pipelines.langid']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+        "load_clean_config('fineweb', ['lang.languages=[en]'])\n"
+        "print('corpusclean.pipelines.langid' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"]
