@@ -39,7 +39,7 @@ CAUGHT_BY = {
 def fineweb_run(spark, tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("presets")
     raw, out = base / "raw", base / "out"
-    generate_web(raw, 800, seed=3)
+    generate_web(raw, 500, seed=3)
     args = ["--input", str(raw), "--output", str(out), "--config", "fineweb"]
     assert clean.main([*args, "--set", "quality.keep_scores=true"]) == 0
     return raw, out
