@@ -406,6 +406,17 @@ def _chunk(
     return data.take(order), truth.take(order)
 
 
+def new_output(output: str | Path, docs: int) -> Path:
+    """The sample's folder, created; refused when it holds anything, or for under 100 docs."""
+    if docs < 100:
+        raise InputError(f"--docs {docs}: ask for at least 100 documents")
+    out = Path(output)
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"output {out} exists and is not empty; choose a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def generate(
     output: str | Path,
     docs: int,
@@ -414,12 +425,7 @@ def generate(
     fmt: str = "parquet",
 ) -> dict[str, object]:
     """Write a sample corpus of `docs` rows to the folder `output`; returns a summary."""
-    if docs < 100:
-        raise InputError(f"--docs {docs}: ask for at least 100 documents")
-    out = Path(output)
-    if out.exists() and any(out.iterdir()):
-        raise InputError(f"output {out} exists and is not empty; choose a new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    out = new_output(output, docs)
     mix = mix or Mix()
     vocab = _vocabulary(np.random.default_rng([seed, 1_000_003]))
     hanzi = _hanzi(np.random.default_rng([seed, 1_000_033]))

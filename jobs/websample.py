@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpusclean.jobs.errors import InputError
+from corpusclean.jobs.sample import new_output
 
 TRUTH_FILE = "_truth.parquet"
 
@@ -323,12 +323,7 @@ class _Writer:
 def generate_web(output: str | Path, docs: int, seed: int = 0) -> dict[str, object]:
     """Write `docs` web-like pages to the folder `output` (one Parquet file, doc_id/text/url),
     with `_truth.parquet` naming each row's kind; returns a summary."""
-    if docs < 100:
-        raise InputError(f"--docs {docs}: ask for at least 100 documents")
-    out = Path(output)
-    if out.exists() and any(out.iterdir()):
-        raise InputError(f"output {out} exists and is not empty; choose a new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    out = new_output(output, docs)
     rng = np.random.default_rng([seed, 7_000_001])
     writer = _Writer(rng)
     n_copies = {k: int(docs * share) for k, share in _COPIES.items()}
