@@ -6,6 +6,10 @@ under `stages:` (pipelines/base.py). None of them runs unless listed.
 
 from types import ModuleType
 
+import pyarrow as pa
+
+from corpusclean.pipelines.base import Filter
+
 
 def kernels() -> ModuleType:
     """pipelines/heuristics.py, imported on the first score: it imports numba, which a run
@@ -14,3 +18,18 @@ def kernels() -> ModuleType:
     from corpusclean.pipelines import heuristics
 
     return heuristics
+
+
+class TextScorer(Filter):
+    """A filter whose scores are float64 columns computed from the text by the kernels of
+    pipelines/heuristics.py (`kernels()`); a subclass names them in `score_names()`."""
+
+    def reads(self) -> list[str]:
+        return [self.roles.text]
+
+    def score_names(self) -> list[str]:
+        """The score columns, in the order the kernel returns them."""
+        raise NotImplementedError
+
+    def score_fields(self) -> list[pa.Field]:
+        return [pa.field(n, pa.float64()) for n in self.score_names()]

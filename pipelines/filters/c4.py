@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines.base import Filter, StepParams, register
+from corpusclean.pipelines.base import StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import kernels
+from corpusclean.pipelines.filters import TextScorer, kernels
 
 SENTENCES = score_column("c4_sentences")
 LOREM = score_column("c4_lorem_ipsum_line")
@@ -52,7 +52,7 @@ class C4Params(StepParams):
 
 
 @register
-class C4Quality(Filter):
+class C4Quality(TextScorer):
     """Reads the text; scores `_score_c4_sentences`, `_score_c4_lorem_ipsum_line` and
     `_score_c4_curly_bracket_line` (the first counted line with it, 1-based; 0 = none) and
     `_score_c4_kept_lines` (the fraction of lines the line rules keep); rejects with
@@ -62,11 +62,8 @@ class C4Quality(Filter):
     Params = C4Params
     params: C4Params
 
-    def reads(self) -> list[str]:
-        return [self.roles.text]
-
-    def score_fields(self) -> list[pa.Field]:
-        return [pa.field(n, pa.float64()) for n in SCORES]
+    def score_names(self) -> list[str]:
+        return SCORES
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
         h = kernels()

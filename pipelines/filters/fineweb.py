@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines.base import Filter, StepParams, register
+from corpusclean.pipelines.base import StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import kernels
+from corpusclean.pipelines.filters import TextScorer, kernels
 
 PUNCT = score_column("fineweb_line_punct_ratio")
 SHORT = score_column("fineweb_short_line_ratio")
@@ -39,7 +39,7 @@ class FineWebParams(StepParams):
 
 
 @register
-class FineWebQuality(Filter):
+class FineWebQuality(TextScorer):
     """Reads the text; scores `_score_fineweb_line_punct_ratio`, `_short_line_ratio`,
     `_char_dup_ratio` and `_list_ratio` (null for a page with no non-blank line); rejects
     with empty, line_punct_ratio, short_line_ratio, char_dup_ratio or list_ratio."""
@@ -48,11 +48,8 @@ class FineWebQuality(Filter):
     Params = FineWebParams
     params: FineWebParams
 
-    def reads(self) -> list[str]:
-        return [self.roles.text]
-
-    def score_fields(self) -> list[pa.Field]:
-        return [pa.field(n, pa.float64()) for n in SCORES]
+    def score_names(self) -> list[str]:
+        return SCORES
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
         h = kernels()

@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines.base import Filter, StepParams, register
+from corpusclean.pipelines.base import StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import kernels
+from corpusclean.pipelines.filters import TextScorer, kernels
 
 # Score columns, in the kernel's order.
 WORDS = score_column("gopher_words")
@@ -51,7 +51,7 @@ class GopherQualityParams(StepParams):
 
 
 @register
-class GopherQuality(Filter):
+class GopherQuality(TextScorer):
     """Reads the text; scores the eight `_score_gopher_*` quality columns; rejects with
     gopher_short_doc, gopher_long_doc, gopher_below_avg_threshold,
     gopher_above_avg_threshold, gopher_too_many_hashes, gopher_too_many_ellipsis,
@@ -62,11 +62,8 @@ class GopherQuality(Filter):
     Params = GopherQualityParams
     params: GopherQualityParams
 
-    def reads(self) -> list[str]:
-        return [self.roles.text]
-
-    def score_fields(self) -> list[pa.Field]:
-        return [pa.field(n, pa.float64()) for n in SCORES]
+    def score_names(self) -> list[str]:
+        return SCORES
 
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
         h = kernels()

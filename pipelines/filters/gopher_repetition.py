@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from corpusclean.pipelines.base import Filter, StepParams, register
+from corpusclean.pipelines.base import StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import kernels
+from corpusclean.pipelines.filters import TextScorer, kernels
 
 DUP_PARA = score_column("gopher_dup_para_frac")
 DUP_PARA_CHARS = score_column("gopher_dup_para_char_frac")
@@ -58,7 +58,7 @@ class GopherRepetitionParams(StepParams):
 
 
 @register
-class GopherRepetition(Filter):
+class GopherRepetition(TextScorer):
     """Reads the text; scores `_score_gopher_dup_{para,line}[_char]_frac`,
     `_score_gopher_top_<n>_gram` and `_score_gopher_dup_<n>_gram` (null for an empty text);
     rejects with empty, dup_para_frac, dup_para_char_frac, dup_line_frac, dup_line_char_frac,
@@ -68,10 +68,7 @@ class GopherRepetition(Filter):
     Params = GopherRepetitionParams
     params: GopherRepetitionParams
 
-    def reads(self) -> list[str]:
-        return [self.roles.text]
-
-    def _names(self) -> list[str]:
+    def score_names(self) -> list[str]:
         p = self.params
         return [
             DUP_PARA,
@@ -82,9 +79,6 @@ class GopherRepetition(Filter):
             *[dup_column(n) for n in p.dup_n_grams],
         ]
 
-    def score_fields(self) -> list[pa.Field]:
-        return [pa.field(n, pa.float64()) for n in self._names()]
-
     def score(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
         h = kernels()
         p = self.params
@@ -94,7 +88,7 @@ class GopherRepetition(Filter):
         ts, te, toff = text.tokens()
         out = h.gopher_repetition_batch(text.cps, text.cpo, ts, te, toff, h.char_table(), top, dup)
         # An empty text has no fractions (NaN): null, like a row without text.
-        return h.score_arrays(self._names(), out, text.valid & ~np.isnan(out[:, 0]))
+        return h.score_arrays(self.score_names(), out, text.valid & ~np.isnan(out[:, 0]))
 
     def _rules(self) -> list[tuple[str, str, float | None]]:
         p = self.params
