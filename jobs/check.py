@@ -386,7 +386,7 @@ def _read_documents(
     from corpusclean.jobs.session import build_session
     from corpusclean.schemas import DUPLICATES
 
-    spark = build_session("corpusclean-check", spark_conf)
+    spark = build_session("corpusclean-check", spark_conf, [input_path])
     duplicates = None
     if clean_output:
         base = Path(input_path.removeprefix("file://"))

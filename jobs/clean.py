@@ -1178,7 +1178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--input and --output are required (or --print-config)")
         # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
         preflight(args.input, args.output, cfg)
-        spark = build_session("corpusclean-clean", cfg.spark)
+        spark = build_session("corpusclean-clean", cfg.spark, [args.input])
         check_shared_output(spark, args.output)
         run = clean(spark, args.input, args.output, cfg, resume=not args.no_resume)
         summary = {

@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         detect_format(args.input, cfg.input.format)
         check_output_vs_input([args.input], args.output)
         check_output(args.output, JOB)
-        spark = build_session("corpusclean-index", cfg.spark)
+        spark = build_session("corpusclean-index", cfg.spark, [args.input])
         params = build_index(spark, args.input, args.output, cfg, resume=not args.no_resume)
         print(json.dumps({k: params[k] for k in ("documents", "bytes", "bytes_per_document")}))
         return 0

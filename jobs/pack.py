@@ -254,7 +254,7 @@ def _write(
         if resume:
             committed_parts(None, out, fp, 0, config.shard.prefix, config.shard.dali_index)
         return 0, 0, 0, {}
-    spark = build_session("corpusclean-pack", config.spark)
+    spark = build_session("corpusclean-pack", config.spark, [str(source.data)])
     check_shared_output(spark, str(out))
     scan_conf = {} if config.shard.shuffle else _whole_file_scan(source)
     with _session_conf(spark, scan_conf), described(spark, JOB, "write"):

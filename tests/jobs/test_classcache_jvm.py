@@ -18,8 +18,14 @@ RUN = """
 import sys
 import time
 from corpusclean.jobs.session import build_session
-spark = build_session("classcache-test", {"spark.driver.extraJavaOptions": sys.argv[1]})
+# The interpreter stands for a small input: the JVM also gets C1 alone (QUICK_JIT).
+spark = build_session(
+    "classcache-test", {"spark.driver.extraJavaOptions": sys.argv[1]}, [sys.executable]
+)
 assert spark.range(100).selectExpr("sum(id)").first()[0] == 4950
+args = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+args = list(args.getInputArguments())
+assert "-XX:TieredStopAtLevel=1" in args and sys.argv[1] in args, args
 """
 
 
