@@ -71,6 +71,8 @@ def _spark_class() -> str:
 
 def _start(args: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    # The master and workers only schedule: the JIT's first tier is enough for them.
+    env["SPARK_DAEMON_JAVA_OPTS"] = "-XX:TieredStopAtLevel=1"
     return subprocess.Popen(
         [_spark_class(), *args],
         stdout=log.open("w"),

@@ -55,6 +55,12 @@ SMALL = [
     "spark.driver.memory=1g",
     "--conf",
     "spark.sql.shuffle.partitions=8",
+    # Every JVM of these runs is short and its data small: C1 alone spares the two cores the
+    # optimising compiler's work (as a local run on a small input does, jobs/session.py).
+    "--conf",
+    "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
+    "--conf",
+    "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
 ]
 
 
