@@ -13,8 +13,9 @@ it has checked it: the JVM writes its header last, so a file with it is finished
 JVM (`java -XX:+VerifySharedSpaces -version`, a quarter of a second) must map every region
 with its checksum intact. Mapping a truncated archive (a JVM killed while writing it, a full
 disk) would crash every later run with SIGBUS, so nothing unchecked is ever mapped. The
-archive's name carries everything it depends on (the java binary, the Spark jars, the driver
-class path): a change gives a new name and a new recording, never a mismatched archive; one
+archive's name carries everything it depends on (the java binary, the Spark jars with their
+sizes and modification times, the driver class path): a change, a venv made again at the same
+path included, gives a new name and a new recording, never a mismatched archive; one
 that does not match anyway is ignored by the JVM, which loads the classes the usual way
 (`-Xshare:auto`, its default). Runs under spark-submit, whose JVM already exists, are not
 touched.
@@ -22,6 +23,9 @@ touched.
 The first run pays for recording (about 10 s more on two cores, and its JVM's ~10 s of work
 after the run returns, writing the ~150 MB file); every later run saves about 5 s
 (bench/startup.py).
+
+A run that maps an archive marks it used (its modification time); one that no run has used for
+`UNUSED_S` (14 days) belongs to an install that is gone, and the next run removes it.
 
 `CORPUSCLEAN_CLASS_CACHE`: a folder for the archives (default `$XDG_CACHE_HOME/corpusclean`,
 else `~/.cache/corpusclean`), or `off`.
@@ -45,6 +49,8 @@ OPTIONS = "spark.driver.extraJavaOptions"
 SETTLE_S = 10.0
 # A recording this old that never passed the checks is of no use.
 STALE_S = 3600.0
+# An archive no run has mapped for this long belongs to an install that is gone (~150 MB each).
+UNUSED_S = 14 * 86400.0
 # The first bytes of a JDK dynamic archive's header (CDS magic 0xf00baba8, little-endian).
 MAGIC = b"\xa8\xab\x0b\xf0"
 _OFF = {"off", "0", "false", "no", "none"}
@@ -89,7 +95,13 @@ def archive_key(settings: dict[str, str], java: Path | None = None) -> str | Non
     # The archive holds the class path it was recorded with: another install's jars (a second
     # venv) need an archive of their own.
     parts = [str(java), str(jars.resolve())]
-    parts += sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar"))
+    # The JVM maps an archive only while every jar has the size and modification time it was
+    # recorded with: a venv made again at the same path (same names, same sizes, new files)
+    # would otherwise keep the old key, and every run would load the classes the slow way
+    # without ever recording them again.
+    parts += sorted(
+        f"{p.name}:{st.st_size}:{st.st_mtime_ns}" for p in jars.glob("*.jar") if (st := p.stat())
+    )
     parts.append(settings.get("spark.driver.extraClassPath", ""))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -150,7 +162,13 @@ def java_option(settings: dict[str, str], now: float | None = None) -> str | Non
         if (done and left.name.startswith(archive.stem + ".")) or now - _mtime(left) > STALE_S:
             with contextlib.suppress(OSError):
                 left.unlink()
+    for other in folder.glob("spark-classes-*.jsa"):
+        if other != archive and now - _mtime(other) > UNUSED_S:
+            with contextlib.suppress(OSError):
+                other.unlink()
     if done:
+        with contextlib.suppress(OSError):
+            os.utime(archive, (now, now))  # in use: not swept as another install's
         return f"-XX:SharedArchiveFile={archive}"
     if not os.access(folder, os.W_OK):
         return None

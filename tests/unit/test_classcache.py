@@ -135,3 +135,36 @@ def test_a_users_own_java_options_are_kept_and_their_archive_choice_wins(cache: 
     assert got[OPTIONS].startswith("-Dfoo=1 -XX:ArchiveClassesAtExit=")
     for own in ("-Xshare:off", "-XX:SharedArchiveFile=/x.jsa"):
         assert classcache.with_class_archive({OPTIONS: own}) == {OPTIONS: own}
+
+
+def test_a_spark_installed_again_at_the_same_place_gets_another_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same jar names and sizes, new files: the JVM would refuse the old archive (it checks
+    each jar's modification time), so the key must change."""
+    jars = tmp_path / "spark" / "jars"
+    jars.mkdir(parents=True)
+    for name in ("spark-core.jar", "spark-sql.jar"):
+        (jars / name).write_bytes(b"x" * 10)
+    monkeypatch.setenv("SPARK_HOME", str(jars.parent))
+    before = classcache.archive_key({})
+    os.utime(jars / "spark-sql.jar", (OLD, OLD))
+    after = classcache.archive_key({})
+    assert None not in (before, after) and before != after
+
+
+def test_archives_no_run_used_for_two_weeks_go_and_the_mapped_one_is_marked_used(
+    cache: Path,
+) -> None:
+    cache.mkdir()
+    mine = cache / f"spark-classes-{_key()}.jsa"
+    mine.write_bytes(b"archive")
+    gone, kept = cache / "spark-classes-gone.jsa", cache / "spark-classes-kept.jsa"
+    for path in (gone, kept):
+        path.write_bytes(b"other install")
+    long_ago = time.time() - classcache.UNUSED_S - 60
+    for path in (mine, gone):
+        os.utime(path, (long_ago, long_ago))
+    assert java_option({}) == f"-XX:SharedArchiveFile={mine}"
+    assert not gone.exists() and kept.exists()
+    assert time.time() - mine.stat().st_mtime < 60
