@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -67,10 +66,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "out"
 sys.path.insert(0, str(HERE))
-from peer_datatrove_filters import FILTERS  # noqa: E402  (bench/ is not a package)
+from bible import chapters  # noqa: E402  (bench/ is not a package)
+from peer_datatrove_filters import FILTERS  # noqa: E402
 from weblike import fallback_sentences, generate, sentence_pool  # noqa: E402
 
-VERSE = re.compile(r"^\[(\d+):(\d+)\]\s*(.*)$")
 # corpusclean's parameters for FineWeb's recipe: its defaults are datatrove's defaults, but
 # FineWeb builds C4's filter with filter_no_terminal_punct=False (its own punctuation rule
 # replaces that one).
@@ -106,21 +105,9 @@ def bible_chapters(
     """
     ids: list[str] = []
     texts: list[str] = []
-    wanted = set(translations) if translations else None
-    for translation in sorted(p for p in root.iterdir() if p.is_dir()):
-        if wanted is not None and translation.name not in wanted:
-            continue
-        for book_file in sorted(translation.glob("*.txt")):
-            book = book_file.stem.split(" - ")[0]
-            chapters: dict[int, list[str]] = {}
-            for line in book_file.read_text("utf-8").splitlines():
-                m = VERSE.match(line.strip())
-                if m:
-                    verse = line.strip() if refs else m.group(3)
-                    chapters.setdefault(int(m.group(1)), []).append(verse)
-            for ch, verses in sorted(chapters.items()):
-                ids.append(f"bible/{translation.name}/{book}/{ch}")
-                texts.append("\n".join(verses))
+    for translation, book, ch, verses in chapters(root, translations, refs):
+        ids.append(f"bible/{translation}/{book}/{ch}")
+        texts.append("\n".join(verses))
     return ids, texts
 
 

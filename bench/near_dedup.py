@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import time
@@ -54,11 +53,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bible import chapters
 from clean import OUT, ensure_sample, timed_process
 
 from corpusclean.pipelines.minhash import MinHashParams, shingle_batch
-
-VERSE = re.compile(r"^\[(\d+):(\d+)\]\s*(.*)$")
 
 
 def bible_docs(root: Path, edit_fraction: float, seed: int) -> Path:
@@ -76,17 +74,9 @@ def bible_docs(root: Path, edit_fraction: float, seed: int) -> Path:
         return out
     ids: list[str] = []
     texts: list[str] = []
-    for translation in sorted(p for p in root.iterdir() if p.is_dir()):
-        for book_file in sorted(translation.glob("*.txt")):
-            book = book_file.stem.split(" - ")[0]
-            chapters: dict[int, list[str]] = {}
-            for line in book_file.read_text("utf-8").splitlines():
-                m = VERSE.match(line.strip())
-                if m:
-                    chapters.setdefault(int(m.group(1)), []).append(m.group(3))
-            for ch, verses in sorted(chapters.items()):
-                ids.append(f"{translation.name}/{book}/{ch}")
-                texts.append(" ".join(verses))
+    for translation, book, ch, verses in chapters(root):
+        ids.append(f"{translation}/{book}/{ch}")
+        texts.append(" ".join(verses))
     rng = np.random.default_rng(seed)
     levels = np.array([0.95, 0.9, 0.85, 0.7, 0.6])
     vocab = sorted({w for t in texts[:2000] for w in t.split()})
