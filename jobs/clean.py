@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 )
 
 from corpusclean import __version__
-from corpusclean.jobs import log
+from corpusclean.jobs import log, report_data
 from corpusclean.jobs.config import (
     CleanConfig,
     audit_stage_params,
@@ -51,7 +51,7 @@ from corpusclean.jobs.inputs import (
 )
 from corpusclean.jobs.paths import check_output_vs_input, detect_format
 from corpusclean.jobs.publish import Publisher, check_output
-from corpusclean.jobs.report import write_reports
+from corpusclean.jobs.report import report_views, write_reports
 from corpusclean.jobs.resume import (
     LAYOUT,
     Checkpoint,
@@ -96,12 +96,19 @@ from corpusclean.pipelines.columns import (
 )
 from corpusclean.pipelines.content import ReadPass, run_read_pass, spark_fields
 from corpusclean.pipelines.dedup import apply_clusters, build_duplicates_table
-from corpusclean.pipelines.minhash import MinHashParams
+from corpusclean.pipelines.minhash import MinHashParams, exact_jaccard
 from corpusclean.pipelines.missing import (
     ROWS,
     impute_with_medians,
     missing_value_aggregates,
     summarise_missing,
+)
+from corpusclean.pipelines.profile import (
+    BREAKDOWN_COLUMNS,
+    breakdown,
+    length_bucket,
+    length_histograms,
+    outcome_counts,
 )
 from corpusclean.schemas import missing_required, raw_docs_required, wrong_types
 from corpusclean.testhook import hold
@@ -182,6 +189,11 @@ class Run:
     index: dict[str, Any] | None = None
     # The quality filters' score distributions (report.json's `quality`, before `removed`).
     quality: dict[str, Any] = field(default_factory=dict)
+    # Text lengths per bucket of input and output (`lengths`), rows per `lang`/`source`
+    # value and outcome (`breakdown`), and near-duplicate pairs with their texts (`examples`).
+    lengths: dict[str, Any] = field(default_factory=dict)
+    breakdown: dict[str, Any] = field(default_factory=dict)
+    examples: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pipeline: Pipeline = self.config.pipeline()
@@ -197,7 +209,8 @@ class Run:
     def restore(self, state: dict[str, Any]) -> None:
         """Take up a checkpoint's state: the funnel so far, column health, figures."""
         for name in _SAVED:
-            setattr(self, name, state[name])
+            if name in state:  # a checkpoint written before a fact was kept lacks it
+                setattr(self, name, state[name])
         self.stages = [Stage(**s) for s in state["stages"]]
         self.features_schema = _schema(state["features_schema"])
 
@@ -239,6 +252,9 @@ _SAVED = (
     "against_removed",
     "index",
     "quality",
+    "lengths",
+    "breakdown",
+    "examples",
 )
 # Checkpoint order: the read pass first, a dedup unit by the stage index it ends before, the
 # staged output last.
@@ -605,6 +621,7 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
     spec = _read_spec(pipe, text_col, cfg.audit.enabled)
     reads = [c for f in spec.scorers for c in f.reads() if c != text_col]
     narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, STAGE, *pipe.order_columns(), *reads]
+    narrow += _breakdown_columns(frames)
     with log.stage(JOB, "read", spark=spark) as st:
         stats, filtered = Observation("missing"), Observation("filters")
         # The layout digest lets a rerun check its row ids name the same rows (resume).
@@ -826,26 +843,30 @@ def _write(
     run: Run, frames: Frames, decisions: DataFrame, bad_lines: DataFrame | None, staging: Path
 ) -> None:
     """Write the staged output (a rejected run keeps it for inspection)."""
-    id_col = run.config.columns.id
+    cfg = run.config
+    id_col = cfg.columns.id
     for name in ("data", "rejected", "duplicates"):
         # What a killed run's write left behind (a resumed run writes them again whole).
         shutil.rmtree(staging / name, ignore_errors=True)
     with log.stage(JOB, "write", rows_in=run.output_rows, spark=decisions.sparkSession) as st:
-        reasons = {
-            r[REASON]: int(r["n"])
-            for r in decisions.filter(F.col(REASON).isNotNull())
-            .groupBy(REASON)
-            .agg(F.count(F.lit(1)).alias("n"))
-            .collect()
-        }
-        run.rejected = dict(sorted(reasons.items()))
+        _count_outcomes(run, frames, decisions)
+        near = _near_sample(run, decisions)
         # Scores published beside the document (language ID's, `quality.keep_scores`).
         published = run.pipeline.published(run.config.quality.keep_scores)
         kept = decisions.filter(F.col(STAGE).isNull()).select(
             ROW_ID, *[F.col(score) for score, _ in published]
         )
+        # The sampled near duplicates' texts ride on the data write: its scan reads every input
+        # row before the join drops the removed ones.
+        found = Observation("near-examples")
+        rows = frames.marked
+        if near:
+            wanted = F.col(ROW_ID).isin([r[ROW_ID] for r in near])
+            text = F.substring(F.col(quoted(cfg.columns.text)), 1, _EXAMPLE_MAX_CHARS)
+            picked = F.struct(F.col(ROW_ID).alias("rid"), text.alias("text"))
+            rows = rows.observe(found, F.collect_list(F.when(wanted, picked)).alias("near"))
         data = (
-            frames.marked.join(kept, ROW_ID, "inner" if published else "left_semi")
+            rows.join(kept, ROW_ID, "inner" if published else "left_semi")
             .transform(lambda d: impute_with_medians(d, run.medians))
             .select(
                 *[F.col(quoted(c)) for c in frames.input_cols],
@@ -854,6 +875,8 @@ def _write(
             .sortWithinPartitions(id_col)
         )
         data.write.parquet(str(staging / "data"))
+        if near:
+            run.examples["near"] = _near_pairs(run, staging, near, found.get.get("near") or [])
         _rejected_rows(run, frames, decisions, bad_lines).write.parquet(str(staging / "rejected"))
         build_duplicates_table(decisions, run.pipeline.dedups).sortWithinPartitions(
             "cluster_id", "doc_id"
@@ -863,6 +886,110 @@ def _write(
         st.rows_out = run.output_rows
     run.stage(Stage("write", run.output_rows, run.output_rows, st.seconds))
     run.checkpoint(_WRITE_ORDER, "write")
+
+
+# Near duplicates sampled for the report: this many removed rows (by a hash of their id, the
+# same on every run), of which a few per similarity band are shown. Their texts are kept up
+# to _EXAMPLE_MAX_CHARS for the Jaccard, cut shorter for the page.
+_NEAR_POOL = 24
+_NEAR_PER_BAND = 3
+_EXAMPLE_MAX_CHARS = 200_000
+_OUTCOME_ROWS = 20_000  # at most this many grouped rows reach the driver (reasons first)
+_LENGTH_BUCKET = "__length_bucket"
+
+
+def _breakdown_columns(frames: Frames) -> list[str]:
+    """The input's columns the report breaks the funnel down by (`lang`, `source`)."""
+    return [c for c in BREAKDOWN_COLUMNS if c in frames.input_cols]
+
+
+def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> None:
+    """Rows per rejection reason (report.json's `rejected`) and, in the same aggregation, per
+    text-length bucket and per `lang`/`source` value, each by the stage that removed them
+    (`lengths`, `breakdown`)."""
+    by = [c for c in _breakdown_columns(frames) if c in decisions.columns]
+    bucketed = decisions.withColumn(_LENGTH_BUCKET, length_bucket(F.col(TEXT_LEN)))
+    rows = [
+        r.asDict()
+        for r in outcome_counts(bucketed, REASON, STAGE, [_LENGTH_BUCKET, *by])
+        .orderBy(F.col("set") != F.lit(REASON))
+        .limit(_OUTCOME_ROWS)
+        .collect()
+    ]
+    run.lengths = length_histograms(rows, _LENGTH_BUCKET)
+    run.rejected = dict(
+        sorted(
+            (r["value"], int(r["rows"]))
+            for r in rows
+            if r["set"] == REASON and r["value"] is not None
+        )
+    )
+    if len(rows) == _OUTCOME_ROWS:
+        run.breakdown = {c: {"too_many": f"over {_OUTCOME_ROWS:,} groups"} for c in by}
+    else:
+        run.breakdown = breakdown(rows, by)
+
+
+def _near_stage(run: Run) -> Dedup | None:
+    for step in run.pipeline.dedups:
+        if step.enabled and isinstance(getattr(step.params, "minhash", None), MinHashParams):
+            return step
+    return None
+
+
+def _near_sample(run: Run, decisions: DataFrame) -> list[dict[str, Any]]:
+    """A few rows near-dedup removed (`_rid`, doc_id, and `kept`: the doc_id that survived
+    their cluster), chosen by a hash of their doc_id: one small job on the narrow frame."""
+    step = _near_stage(run)
+    if step is None or not run.removed.get(step.name):
+        return []
+    id_col = quoted(run.config.columns.id)
+    return [
+        r.asDict()
+        for r in decisions.filter(F.col(STAGE) == F.lit(step.name))
+        .select(ROW_ID, F.col(id_col).alias("doc_id"), F.col(step.cluster_col).alias("kept"))
+        .orderBy(F.xxhash64("doc_id"), "doc_id")
+        .limit(_NEAR_POOL)
+        .collect()
+    ]
+
+
+def _near_pairs(
+    run: Run, staging: Path, near: list[dict[str, Any]], found: list[Any]
+) -> list[dict[str, Any]]:
+    """Each sampled removed document beside its cluster's survivor (read from the staged
+    data/), with their exact Jaccard on the near stage's shingles; a few per similarity band,
+    most similar first."""
+    params = near_minhash(run.pipeline)
+    assert params is not None
+    cfg = run.config
+    texts = {int(r["rid"]): r["text"] for r in found}
+    kept = report_data.fetch_rows(
+        staging / "data",
+        cfg.columns.id,
+        {str(r["kept"]) for r in near},
+        [cfg.columns.text],
+        limit=_EXAMPLE_MAX_CHARS,
+    )
+    pairs = []
+    for r in near:
+        removed_text = texts.get(int(r[ROW_ID]))
+        kept_text = (kept.get(str(r["kept"])) or {}).get(cfg.columns.text)
+        both = removed_text is not None and kept_text is not None
+        pairs.append(
+            {
+                "kept": r["kept"],
+                "removed": r["doc_id"],
+                "jaccard": round(exact_jaccard(kept_text, removed_text, params), 4)
+                if both
+                else None,
+                "kept_text": report_data.cut(kept_text),
+                "removed_text": report_data.cut(removed_text),
+            }
+        )
+    step = _near_stage(run)
+    threshold = float(getattr(step.params, "threshold", 0.0)) if step is not None else 0.0
+    return report_data.pick_by_band(pairs, threshold, _NEAR_PER_BAND)
 
 
 def _write_index(run: Run, decisions: DataFrame, staging: Path) -> None:
@@ -906,7 +1033,10 @@ def _gate_and_audit(spark: SparkSession, run: Run, staging: Path, decisions: Dat
         run.audit = _audit(spark, run, staging, decisions)
     elif not cfg.audit.enabled:
         run.audit = {"ran": False, "reason": "audit.enabled is false"}
-    report_path = write_reports(staging, report_dict(spark, run))
+    report = report_dict(spark, run)
+    report.update(report_views(staging, run.config.columns.id, run.config.columns.text))
+    report["examples"]["near"] = run.examples.get("near", [])
+    report_path = write_reports(staging, report)
     if not run.gate_passed:
         raise RejectedError(
             f"retention {retention:.2%} is below gate.min_retention "
@@ -1087,6 +1217,10 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         for idx in run.against
     ]
     report["index"] = run.index
+    # Text lengths per bucket (`edges`: each bucket's lower bound) of input and output, and
+    # rows in and out per value of the input's `lang` / `source` with what removed the rest.
+    report["lengths"] = run.lengths
+    report["breakdown"] = run.breakdown
     # Per quality filter (an Arrow scorer): the rows it removed and its scores' distribution
     # over the rows it scored, against each keep-rule bound (quantiles of 1 row in 8).
     report["quality"] = {

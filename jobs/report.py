@@ -6,12 +6,14 @@ renders on an air-gapped cluster and in CI artifacts alike.
 
 from __future__ import annotations
 
+import difflib
 import html
 import json
-import math
+import re
 from pathlib import Path
 from typing import Any
 
+from corpusclean.jobs import charts, report_data
 from corpusclean.jobs.atomic import write_text_atomic
 
 
@@ -28,59 +30,6 @@ def write_reports(folder: Path, report: dict[str, Any]) -> Path:
     return path
 
 
-def _bar_chart(rows: list[tuple[str, float, str]], width: int = 640, unit: str = "") -> str:
-    """A horizontal bar chart: (label, value, colour) rows, scaled to the largest value."""
-    if not rows:
-        return ""
-    bar_h, gap, label_w = 22, 6, 170
-    top = max(v for _, v, _ in rows) or 1.0
-    height = len(rows) * (bar_h + gap) + gap
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" class="chart">'
-    ]
-    for i, (label, value, colour) in enumerate(rows):
-        y = gap + i * (bar_h + gap)
-        w = max(1.0, (width - label_w - 90) * value / top)
-        parts.append(
-            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>'
-            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
-            f'<text x="{label_w + w + 6:.1f}" y="{y + 15}">{_number(value)}{unit}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _rate_chart(columns: dict[str, dict[str, Any]], threshold: float) -> str:
-    """Missing rate per column with the review threshold drawn as a line."""
-    if not columns:
-        return ""
-    width, bar_h, gap, label_w = 640, 18, 5, 170
-    plot_w = width - label_w - 70
-    height = len(columns) * (bar_h + gap) + gap + 16
-    x_t = label_w + plot_w * threshold
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" class="chart">'
-    ]
-    for i, (name, col) in enumerate(columns.items()):
-        y = gap + i * (bar_h + gap)
-        rate = float(col.get("missing_rate", 0.0))
-        colour = "#c0392b" if col.get("flagged") else "#2e86c1"
-        parts.append(
-            f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end">{html.escape(name)}</text>'
-            f'<rect x="{label_w}" y="{y}" width="{max(1.0, plot_w * rate):.1f}" '
-            f'height="{bar_h}" fill="{colour}"/>'
-            f'<text x="{label_w + plot_w * rate + 6:.1f}" y="{y + 13}">{rate:.1%}</text>'
-        )
-    parts.append(
-        f'<line x1="{x_t:.1f}" x2="{x_t:.1f}" y1="0" y2="{height - 14}" stroke="#555" '
-        f'stroke-dasharray="4 3"/><text x="{x_t:.1f}" y="{height - 2}" text-anchor="middle">'
-        f"review {threshold:.0%}</text></svg>"
-    )
-    return "".join(parts)
-
-
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
@@ -89,13 +38,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _number(value: float) -> str:
-    """A count or a measure as people read it: `17,101`, `1,234.5`, `0.8551`; never `2e+04`."""
-    if isinstance(value, int) or (math.isfinite(value) and value == int(value)):
-        return f"{int(value):,}"
-    if abs(value) >= 1000:
-        return f"{value:,.1f}"
-    return f"{value:.4g}"
+_number = charts.number
 
 
 # One status vocabulary with `corpusclean check` (jobs/check.py prints the records' status).
@@ -120,56 +63,272 @@ def _fmt(value: Any) -> str:
 
 
 def _funnel(report: dict[str, Any]) -> list[str]:
-    """The funnel chart and table, and the removed-by-stage chart."""
+    """The funnel chart and table, removed-by-stage, and each stage's seconds."""
     stages = report.get("stages", [])
     removed = report.get("removed", {})
     # What was read, then what each stage of the run left (the stage names come from the
     # run's own `removed`, so a registered stage shows without a change here).
     funnel_names = {"read", *removed}
     funnel = [
-        (s["name"], float(s["rows_out"] or 0), "#2e86c1")
+        (s["name"], float(s["rows_out"] or 0))
         for s in stages
         if s.get("rows_out") is not None and s["name"] in funnel_names
     ]
+    timed = [
+        (f"{s['name']} ({_number(s.get('jobs') or 0)} jobs)", float(s.get("seconds") or 0))
+        for s in stages
+        if s.get("seconds")
+    ]
     return [
-        "<h2>Funnel</h2>",
-        _bar_chart(funnel),
+        "<h2 id='funnel'>Funnel</h2>",
+        charts.bars(funnel, "Rows left after each stage"),
         _table(
-            ["stage", "rows in", "rows out", "seconds", "note"],
+            ["stage", "rows in", "rows out", "seconds", "Spark jobs", "note"],
             [
-                [s["name"], s.get("rows_in"), s.get("rows_out"), s.get("seconds"), s.get("note")]
+                [
+                    s["name"],
+                    s.get("rows_in"),
+                    s.get("rows_out"),
+                    s.get("seconds"),
+                    s.get("jobs"),
+                    s.get("note"),
+                ]
                 for s in stages
             ],
         ),
-        "<h2>Removed by stage</h2>",
-        _bar_chart([(k, float(v), "#c0392b") for k, v in removed.items()]),
+        "<h2 id='removed'>Removed by stage</h2>",
+        charts.bars([(k, float(v)) for k, v in removed.items()], "Rows removed", charts.RED),
+        "<h2 id='timings'>Stage timings</h2>",
+        charts.bars(timed, "Seconds per stage (wall)", charts.GREY, unit=" s")
+        or "<p>No stage timings in this report.</p>",
     ]
 
 
 def _columns(report: dict[str, Any]) -> list[str]:
-    """Rejected-by-reason, and the missing-value chart and table."""
+    """Rejected-by-reason with a few rows of each, and the missing-value chart and table."""
     cfg = report.get("config", {})
     threshold = float(cfg.get("missing", {}).get("review_threshold", 0.3))
-    return [
-        "<h2>Rejected by rule</h2>",
+    columns = report.get("columns", {})
+    samples = (report.get("examples") or {}).get("rejected") or {}
+    out = [
+        "<h2 id='rejected'>Rejected by rule</h2>",
         _table(["reason", "rows"], [[k, v] for k, v in report.get("rejected", {}).items()]),
-        "<h2>Missing values</h2>",
-        _rate_chart(report.get("columns", {}), threshold),
+    ]
+    if samples:
+        rows = [
+            f"<tr><td>{html.escape(reason)}</td><td>{html.escape(str(r['doc_id']))}</td>"
+            f"<td>{_text(r.get('text'), bool(r.get('found')))}</td></tr>"
+            for reason, picked in samples.items()
+            for r in picked
+        ]
+        out.append(
+            "<details open><summary>Rejected rows, a few per reason</summary><table>"
+            "<thead><tr><th>reason</th><th>doc_id</th><th>text</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></details>"
+        )
+    return [
+        *out,
+        "<h2 id='missing'>Missing values</h2>",
+        charts.rates(
+            [
+                (k, float(c.get("missing_rate", 0.0)), bool(c.get("flagged")))
+                for k, c in columns.items()
+            ],
+            threshold,
+            "Missing (null or blank) per column",
+        ),
         _table(
             ["column", "type", "null rate", "blank rate", "flagged"],
             [
                 [k, c.get("type"), c.get("null_rate"), c.get("empty_rate"), c.get("flagged")]
-                for k, c in report.get("columns", {}).items()
+                for k, c in columns.items()
             ],
         ),
     ]
+
+
+def _text(text: str | None, found: bool = False) -> str:
+    if text is None:
+        why = "null" if found else "not in this output"
+        return f"<span class='none'>(text {why})</span>"
+    return f"<div class='doc'>{html.escape(text)}</div>"
+
+
+def _lengths(report: dict[str, Any]) -> list[str]:
+    """The text-length distribution of the input and of the output."""
+    lengths = report.get("lengths") or {}
+    edges = lengths.get("edges") or []
+    series = [
+        (label, lengths[key], colour)
+        for key, label, colour in (
+            ("input", "input", charts.GREY),
+            ("output", "published", charts.BLUE),
+        )
+        if lengths.get(key)
+    ]
+    chart = charts.histograms(edges, series, "Text length", "characters (log scale)")
+    return [
+        "<h2 id='lengths'>Text length, before and after</h2>",
+        chart
+        or "<p>This report holds no length distribution (written before 0.1.0's report "
+        "views, or an empty input).</p>",
+    ]
+
+
+def _breakdown(report: dict[str, Any]) -> list[str]:
+    """Rows in and out per value of `lang` and `source`, and what removed the rest."""
+    out: list[str] = []
+    for col, values in (report.get("breakdown") or {}).items():
+        out.append(f"<h2 id='by-{html.escape(col)}'>By {html.escape(col)}</h2>")
+        if "too_many" in values:
+            out.append(f"<p>{html.escape(col)} has too many values to break down.</p>")
+            continue
+        shown = list(values.items())[:25]
+        out.append(
+            charts.grouped(
+                [k for k, _ in shown],
+                [
+                    ("input", [float(v["in"]) for _, v in shown], charts.GREY),
+                    ("published", [float(v["out"]) for _, v in shown], charts.BLUE),
+                ],
+                f"Rows per {col}",
+            )
+        )
+        stages = sorted({st for _, v in values.items() for st in v["removed"]})
+        out.append(
+            _table(
+                [col, "input", "published", "kept", *[f"removed: {s}" for s in stages]],
+                [
+                    [
+                        k,
+                        v["in"],
+                        v["out"],
+                        f"{v['out'] / v['in']:.1%}" if v["in"] else "-",
+                        *[v["removed"].get(s, 0) for s in stages],
+                    ]
+                    for k, v in values.items()
+                ],
+            )
+        )
+    return out
+
+
+# Words of spaced scripts, single characters of the scripts written without spaces (CJK), runs
+# of whitespace, and single punctuation marks: the units the side-by-side view marks.
+_TOKENS = re.compile(r"\s+|[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]+|\S")
+
+
+def _diff(a: str | None, b: str | None) -> tuple[str, str]:
+    """Both texts escaped, with the words that differ between them marked."""
+    if a is None or b is None:
+        return _text(a), _text(b)
+    ta, tb = _TOKENS.findall(a), _TOKENS.findall(b)
+    marked_a: list[str] = []
+    marked_b: list[str] = []
+    matcher = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        left, right = html.escape("".join(ta[i1:i2])), html.escape("".join(tb[j1:j2]))
+        if op == "equal":
+            marked_a.append(left)
+            marked_b.append(right)
+        else:
+            marked_a.append(f"<mark>{left}</mark>" if left else "")
+            marked_b.append(f"<mark>{right}</mark>" if right else "")
+    return (
+        f"<div class='doc'>{''.join(marked_a)}</div>",
+        f"<div class='doc'>{''.join(marked_b)}</div>",
+    )
+
+
+def _near_pairs(report: dict[str, Any]) -> list[str]:
+    pairs = (report.get("examples") or {}).get("near") or []
+    if not pairs:
+        return []
+    out = [
+        "<h3>Near duplicates, side by side</h3>",
+        "<p>A removed document beside the one its cluster kept, with their exact Jaccard "
+        "similarity on near-dedup's shingles; the words that differ are marked.</p>",
+    ]
+    for p in pairs:
+        kept, removed = _diff(p.get("kept_text"), p.get("removed_text"))
+        jaccard = "-" if p.get("jaccard") is None else f"{p['jaccard']:.3f}"
+        out.append(
+            "<div class='pair'>"
+            f"<div class='pairhead'>Jaccard {jaccard} · band {html.escape(str(p.get('band')))}"
+            "</div><div class='side'><div><b>kept</b> "
+            f"{html.escape(str(p.get('kept')))}{kept}</div><div><b>removed</b> "
+            f"{html.escape(str(p.get('removed')))}{removed}</div></div></div>"
+        )
+    return out
+
+
+def _clusters(report: dict[str, Any]) -> list[str]:
+    """Cluster sizes per dedup stage, the largest clusters, and a few exact duplicates."""
+    clusters = report.get("clusters") or {}
+    out: list[str] = []
+    if clusters:
+        colours = {"exact": charts.GREEN, "near": charts.BLUE, "doc_id": charts.GREY}
+        series = [
+            (
+                stage,
+                {int(k): int(v) for k, v in c.get("sizes", {}).items()},
+                colours.get(stage, charts.RED),
+            )
+            for stage, c in clusters.items()
+        ]
+        out += ["<h3>Cluster sizes</h3>", charts.cluster_sizes(series, "Clusters by size")]
+        rows = [
+            f"<tr><td>{html.escape(stage)}</td><td>{html.escape(str(big['cluster_id']))}</td>"
+            f"<td>{_number(big['size'])}</td><td>{_text(big.get('text'))}</td></tr>"
+            for stage, c in clusters.items()
+            for big in c.get("largest", [])
+        ]
+        out.append(
+            "<h3>Largest clusters</h3><table><thead><tr><th>stage</th><th>kept doc_id</th>"
+            f"<th>documents</th><th>kept text</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+            "</table>"
+        )
+    exact = (report.get("examples") or {}).get("exact") or []
+    if exact:
+        rows = [
+            f"<tr><td>{html.escape(str(e['kept']))}</td>"
+            f"<td>{html.escape(', '.join(e['removed']))}</td><td>{_text(e.get('text'))}</td></tr>"
+            for e in exact
+        ]
+        out.append(
+            "<h3>Exact duplicates</h3><table><thead><tr><th>kept</th><th>removed (same "
+            f"normalised text)</th><th>text</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+            "</table>"
+        )
+    return out
+
+
+def _facts(report: dict[str, Any]) -> list[str]:
+    """Where the run read and wrote, with what, on what."""
+    spark = report.get("spark") or {}
+    rows = [
+        ["run", report.get("run_id")],
+        ["input", report.get("input")],
+        ["output", report.get("output")],
+        ["corpusclean", report.get("version")],
+        ["Spark", spark.get("version")],
+        ["master", spark.get("master")],
+        ["executors", spark.get("executors")],
+        ["cores", spark.get("cores")],
+        ["Spark jobs", spark.get("jobs")],
+        ["shuffle partitions", spark.get("shuffle_partitions")],
+        ["wall seconds", report.get("seconds")],
+    ]
+    if report.get("resumed_from"):
+        rows.append(["resumed from", report["resumed_from"]])
+    return ["<h2 id='facts'>Run facts</h2>", _table(["fact", "value"], rows)]
 
 
 def _audit_table(audit: dict[str, Any]) -> list[str]:
     if not audit.get("checks"):
         return []
     return [
-        "<h2>Audit</h2>",
+        "<h2 id='audit'>Audit</h2>",
         _table(
             ["check", "column", "severity", "observed", "result"],
             [
@@ -207,7 +366,7 @@ def _against(report: dict[str, Any]) -> list[str]:
     out = []
     if rows:
         out += [
-            "<h2>Deduplicated against</h2>",
+            "<h2 id='against'>Deduplicated against</h2>",
             _table(
                 [
                     "index",
@@ -225,7 +384,7 @@ def _against(report: dict[str, Any]) -> list[str]:
     own = report.get("index")
     if own:
         out += [
-            "<h2>Dedup index</h2>",
+            "<h2 id='index'>Dedup index</h2>",
             _table(
                 ["path", "documents", "bytes", "bytes a document"],
                 [
@@ -241,55 +400,16 @@ def _against(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def _strip(score: dict[str, Any], width: int = 360) -> str:
-    """A score's distribution as a strip: p1-p99 light, p10-p90 darker, p25-p75 darkest, the
-    median a tick, and each keep-rule bound a red dashed line (the side past it is dropped)."""
-    q = score.get("quantiles") or {}
-    points = [q.get(k) for k in ("p01", "p10", "p25", "p50", "p75", "p90", "p99")]
-    bounds = [b["value"] for b in score.get("bounds", [])]
-    known = [float(v) for v in [*points, *bounds] if v is not None and math.isfinite(v)]
-    if len([p for p in points if p is not None]) < 7 or not known:
-        return ""
-    lo, hi = min(known), max(known)
-    span = (hi - lo) or 1.0
-    pad, h = 8, 26
-
-    def x(v: float) -> float:
-        return pad + (width - 2 * pad) * (float(v) - lo) / span
-
-    p01, p10, p25, p50, p75, p90, p99 = (float(p) for p in points)  # type: ignore[arg-type]
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h + 14}" '
-        f'role="img" class="chart strip">',
-        f'<rect x="{x(p01):.1f}" y="8" width="{max(1.0, x(p99) - x(p01)):.1f}" height="10" '
-        'fill="#d6eaf8"/>',
-        f'<rect x="{x(p10):.1f}" y="6" width="{max(1.0, x(p90) - x(p10)):.1f}" height="14" '
-        'fill="#85c1e9"/>',
-        f'<rect x="{x(p25):.1f}" y="4" width="{max(1.0, x(p75) - x(p25)):.1f}" height="18" '
-        'fill="#2e86c1"/>',
-        f'<line x1="{x(p50):.1f}" x2="{x(p50):.1f}" y1="2" y2="24" stroke="#17202a" '
-        'stroke-width="2"/>',
-    ]
-    for b in score.get("bounds", []):
-        bx = x(b["value"])
-        parts.append(
-            f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="0" y2="{h}" stroke="#c0392b" '
-            f'stroke-dasharray="3 2" stroke-width="2"/><text x="{bx:.1f}" y="{h + 12}" '
-            f'text-anchor="middle">{html.escape(b["op"])} {_number(b["value"])}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 def _quality(report: dict[str, Any]) -> list[str]:
     """Per quality filter: what it removed, and each score's distribution against its bounds."""
     quality = report.get("quality") or {}
     if not quality:
         return []
-    out = ["<h2>Quality filters</h2>"]
+    out = ["<h2 id='quality'>Quality filters</h2>"]
     for name, figures in quality.items():
         out.append(f"<h3>{html.escape(name)}: {_number(figures.get('removed', 0))} removed</h3>")
         rows = []
+        strips = []
         for col, score in (figures.get("scores") or {}).items():
             q = score.get("quantiles") or {}
             bounds = ", ".join(
@@ -297,32 +417,49 @@ def _quality(report: dict[str, Any]) -> list[str]:
                 for b in score.get("bounds", [])
             )
             rows.append(
-                "<tr>"
-                + "".join(
-                    f"<td>{html.escape(_fmt(v))}</td>"
-                    for v in (col, score.get("scored"), bounds or "-", q.get("p10"))
-                )
-                + f"<td>{html.escape(_fmt(q.get('p50')))}</td>"
-                + f"<td>{html.escape(_fmt(q.get('p90')))}</td>"
-                + f"<td>{_strip(score)}</td></tr>"
+                [col, score.get("scored"), bounds or "-", q.get("p10"), q.get("p50"), q.get("p90")]
             )
-        head = "".join(
-            f"<th>{h}</th>"
-            for h in ("score", "scored", "bounds", "p10", "median", "p90", "p1 - p99")
-        )
-        out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            strips.append((col, q, [(b["op"], float(b["value"])) for b in score.get("bounds", [])]))
+        out.append(_table(["score", "scored", "bounds", "p10", "median", "p90"], rows))
+        out.append(charts.strips(strips, f"{name}: p1 - p99 of each score, and its bounds"))
     return out
 
 
+def _near(report: dict[str, Any]) -> list[str]:
+    near = report.get("near_dedup") or {}
+    rows = [[k, v] for k, v in near.items() if not isinstance(v, dict | list)]
+    return [
+        "<h2 id='near'>Near-dedup</h2>",
+        _table(["figure", "value"], rows),
+        *_near_pairs(report),
+    ]
+
+
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:72em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+    "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}svg.chart{display:block;max-width:100%;height:auto;margin:.5em 0}"
+    ".published{color:#1e8449}.rejected{color:#c0392b}pre{background:#f7f7f7;padding:1em}"
+    ".doc{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85em;max-height:16em;overflow:auto;max-width:60em}"
+    ".side{display:grid;grid-template-columns:1fr 1fr;gap:1em}.pair{border:1px solid #ccc;"
+    "padding:.5em;margin:.8em 0}.pairhead{font-weight:600;margin-bottom:.4em}"
+    "mark{background:#f9e79f}.none{color:#888}nav a{margin-right:.8em}"
+)
+
+
 def render_html(report: dict[str, Any]) -> str:
-    """The human report of a clean run."""
+    """The human report of a clean run: every section reads report.json's facts only (the
+    views from the outputs are in it: `clusters`, `examples`)."""
     gate = report.get("gate", {})
     passed = gate.get("passed")
     audit = report.get("audit") or {}
     verdict = "PUBLISHED" if passed and audit.get("passed", True) else "REJECTED"
-    near = report.get("near_dedup") or {}
     cfg = report.get("config", {})
-    near_rows = [[k, v] for k, v in near.items() if not isinstance(v, dict | list)]
+    dedup = [
+        "<h2 id='clusters'>Duplicate clusters</h2>",
+        *(_clusters(report) or ["<p>No duplicate clusters.</p>"]),
+    ]
     sections = [
         f"<h1>corpusclean clean <span class='{verdict.lower()}'>{verdict}</span></h1>",
         _table(
@@ -338,24 +475,38 @@ def render_html(report: dict[str, Any]) -> str:
                 ]
             ],
         ),
+        *_facts(report),
         *_funnel(report),
+        *_lengths(report),
+        *_breakdown(report),
         *_columns(report),
         *_quality(report),
-        "<h2>Near-dedup</h2>",
-        _table(["figure", "value"], near_rows),
+        *_near(report),
+        *dedup,
         *_against(report),
         *_audit_table(audit),
+        "<h2 id='config'>Config</h2>",
+        f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>",
     ]
-    sections += ["<h2>Config</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:2em;max-width:60em;color:#222}"
-        "table{border-collapse:collapse;margin:.5em 0 1.5em}"
-        "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}"
-        "th{background:#f3f3f3}.chart text{font-size:12px}"
-        ".published{color:#1e8449}.rejected{color:#c0392b}pre{background:#f7f7f7;padding:1em}"
-    )
+    ids = re.findall(r"<h2 id='([^']+)'>([^<]+)</h2>", "\n".join(sections))
+    nav = "<nav>" + "".join(f"<a href='#{i}'>{html.escape(t)}</a>" for i, t in ids) + "</nav>"
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>corpusclean report {html.escape(str(report.get('run_id')))}</title>"
-        f"<style>{style}</style></head><body>" + "\n".join(sections) + "</body></html>\n"
+        f"<style>{_STYLE}</style></head><body>"
+        + sections[0]
+        + nav
+        + "\n".join(sections[1:])
+        + "</body></html>\n"
     )
+
+
+def report_views(out: Path, id_col: str, text_col: str) -> dict[str, Any]:
+    """report.json's views read from a clean output's files (jobs/report_data.py): `clusters`
+    and `examples` (`exact`, `rejected`; `near` is the run's own, as only it saw the removed
+    texts)."""
+    views = report_data.from_outputs(out, id_col, text_col)
+    return {
+        "clusters": views["clusters"],
+        "examples": {"exact": views["exact"], "rejected": views["rejected"]},
+    }

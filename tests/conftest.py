@@ -45,6 +45,24 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def viewed_run(spark, tmp_path_factory) -> tuple[Path, Path, dict]:
+    """(input, output, report.json) of a clean run whose report has every view: near
+    duplicates, exact duplicates, rejected rows, `lang` and `source` (audit off)."""
+    import json
+
+    from corpusclean.jobs import clean
+    from corpusclean.jobs.sample import generate
+
+    root = tmp_path_factory.mktemp("views")
+    raw = root / "raw"
+    generate(raw, 2_000, seed=5)
+    out = root / "out"
+    args = ["--input", str(raw), "--output", str(out), "--set", "audit.enabled=false"]
+    assert clean.main(args) == 0
+    return raw, out, json.loads((out / "report.json").read_text())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
