@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "index": ("index", "build the dedup index of a corpus, for clean --against"),
     "pack": ("pack", "pack a clean output into WebDataset tar shards"),
     "check": ("check", "run a data-quality suite on a stage's output"),
+    "report": ("report_cli", "render a clean output's report.html again from its report.json"),
     "bench": ("bench_loader", "measure how fast shards load against what training consumes"),
     "sample": ("sample", "write a synthetic corpus with known duplicates"),
     "demo": ("demo", "sample -> clean -> pack -> check -> bench on a generated corpus"),
