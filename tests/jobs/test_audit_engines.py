@@ -4,7 +4,6 @@ which must give identical records."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -200,21 +199,36 @@ def _staged(folder: Path, rows: list[tuple], dups: list[tuple]) -> Path:
     return folder
 
 
-def test_a_default_audit_never_imports_great_expectations(tmp_path: Path) -> None:
+class _Refuse:
+    """A meta-path finder that records, and refuses, every import of `package`."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+        self.tried: list[str] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == self.package or name.startswith(self.package + "."):
+            self.tried.append(name)
+            raise ImportError(f"{name} imported during a default audit")
+
+
+def test_a_default_audit_never_imports_great_expectations(spark: Any, tmp_path: Path) -> None:
+    """GX's modules are hidden from this process (this session may have imported them) and
+    any import of them is recorded while the default audit runs, on the shared session."""
     staged = _staged(tmp_path / "staged", GOOD, GOOD_DUPS)
     params = {**PARAMS, "rows_in": 9, "rows_out": 8, "missing_rates": {"url": 0.0}}
-    # A fresh interpreter and Spark session: this test session may have imported GX already.
-    code = (
-        "import json, sys\n"
-        "from pyspark.sql import SparkSession\n"
-        "from corpusclean.jobs.quality import audit_clean_output\n"
-        "spark = SparkSession.builder.master('local[1]')"
-        ".config('spark.ui.enabled', 'false').getOrCreate()\n"
-        f"result = audit_clean_output(spark, {str(staged)!r}, json.loads({json.dumps(params)!r}))\n"
-        "assert result['passed'] and result['engine'] == 'spark', result\n"
-        "assert 'great_expectations' not in sys.modules, 'GX was imported'\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    hidden = {
+        k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] == "great_expectations"
+    }
+    refuse = _Refuse("great_expectations")
+    sys.meta_path.insert(0, refuse)
+    try:
+        result = audit_clean_output(spark, str(staged), params)
+    finally:
+        sys.meta_path.remove(refuse)
+        sys.modules.update(hidden)
+    assert result["passed"] and result["engine"] == "spark", result
+    assert not refuse.tried, refuse.tried
 
 
 def _precomputed(spark: Any, rows: list[tuple]) -> Any:

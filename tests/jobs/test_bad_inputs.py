@@ -377,15 +377,20 @@ def test_unreadable_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_odd_folder_is_read_as_named(tmp_path: Path) -> None:
+@pytest.mark.spark
+def test_odd_folder_is_read_as_named(
+    spark, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """`[` and a space in the folder name, a README inside, a dotted column name: all read; the
-    README is ignored with a warning."""
+    README is ignored with a warning. (In this process, on the shared session: Spark's reading
+    of the path does not depend on the CLI.)"""
     folder = tmp_path / "in" / "run[1] b"
     folder.mkdir(parents=True)
     pq.write_table(_table(60, **{"meta.source": ["web"] * 60}), folder / "part-0.parquet")
     (folder / "README.txt").write_text("what this folder is\n")
     before = tree_hash(tmp_path / "in")
-    proc = run_cli("clean", "--input", str(folder), "--output", str(tmp_path / "out"), *FAST)
+    args = ["clean", "--input", str(folder), "--output", str(tmp_path / "out"), *FAST]
+    proc = run_in_process(capsys, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ignoring" in proc.stderr and "README.txt" in proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1])["output_rows"] == 60
