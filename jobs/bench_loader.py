@@ -35,6 +35,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from corpusclean.jobs import log, shardcheck, storage, tario, throughput
 from corpusclean.jobs.atomic import write_text_atomic
+from corpusclean.jobs.bench_page import render_bench_html
 from corpusclean.jobs.config import Section, dump_config, load_config
 from corpusclean.jobs.errors import EXIT_USAGE, CorpusCleanError, InputError, RejectedError
 from corpusclean.jobs.runner import new_parser, run_job
@@ -1057,7 +1058,11 @@ def run_bench(cfg: BenchConfig, shards_dir: str, output: str | None) -> tuple[di
     report = _no_nan(report)
     chart = write_chart(report, out) if cfg.bench.chart else None
     report["chart"] = chart.name if chart is not None else None
+    # The page for people (jobs/bench_page.py), beside the JSON: `bench.html` for bench.json.
+    page = out.with_suffix(".html")
+    report["page"] = page.name
     _write_json(out, report)
+    write_text_atomic(page, render_bench_html(report))
     return report, out
 
 
@@ -1070,7 +1075,8 @@ def _body(args: Any) -> int:
         raise UsageError("--shards SHARD_DIR is required")
     report, out = run_bench(cfg, args.shards, args.output)
     print(render_table(report))
-    log.info(JOB, f"wrote {out}" + (f" and {report['chart']}" if report.get("chart") else ""))
+    also = [name for name in (report.get("page"), report.get("chart")) if name]
+    log.info(JOB, f"wrote {out}" + (f" and {', '.join(also)}" if also else ""))
     print(report["verdict"])
     if report["verdict"].startswith("STARVED") and cfg.bench.fail_on_starved:
         raise RejectedError(f"{report['verdict']} (bench.fail_on_starved=true)")

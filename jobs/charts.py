@@ -35,7 +35,9 @@ def _rc() -> Iterator[None]:
         yield
 
 
-def _figure(height: float, labels: Sequence[str] = (), xlabel: bool = True) -> Any:
+def _figure(
+    height: float, labels: Sequence[str] = (), xlabel: bool = True, below: float = 0.0
+) -> Any:
     """A figure `height` inches tall, its margins set from its longest y label: a fixed
     layout draws each chart once, where matplotlib's automatic layouts draw it twice (the
     page's eight charts take 0.28 s instead of 0.48 s)."""
@@ -43,9 +45,9 @@ def _figure(height: float, labels: Sequence[str] = (), xlabel: bool = True) -> A
 
     longest = max((len(str(label)) for label in labels), default=6)
     left = 0.25 + 0.068 * longest  # inches, at the 9-point font
-    bottom = 0.5 if xlabel else 0.32
-    fig = Figure(figsize=(_WIDTH, height + 0.6), dpi=96)
-    total = height + 0.6
+    bottom = (0.5 if xlabel else 0.32) + below
+    total = height + 0.6 + below
+    fig = Figure(figsize=(_WIDTH, total), dpi=96)
     fig.subplots_adjust(
         left=min(0.5, left / _WIDTH),
         right=0.97,
@@ -255,3 +257,45 @@ def strips(
 
 
 _QUANTILES = ("p01", "p10", "p25", "p50", "p75", "p90", "p99")
+
+
+def rate_bars(
+    rows: Sequence[tuple[str, float, float, float, str]],
+    required: float,
+    per_node: float,
+    title: str,
+) -> str:
+    """Measured rates (label, median, min, max, colour) as bars on a log axis, each with its
+    spread over the repeats as an error bar, and the rate training needs as a red line (the
+    whole run) and an orange dashed one (one node)."""
+    if not rows:
+        return ""
+    with _rc():
+        fig = _figure(0.3 * len(rows) + 0.3, [r[0] for r in rows], below=0.3)
+        ax = fig.add_subplot()
+        ys = list(range(len(rows)))
+        medians = [r[1] for r in rows]
+        low = [max(0.0, r[1] - r[2]) for r in rows]
+        high = [max(0.0, r[3] - r[1]) for r in rows]
+        ax.barh(ys, medians, color=[r[4] for r in rows], height=0.7)
+        ax.errorbar(medians, ys, xerr=[low, high], fmt="none", ecolor="#222", capsize=3)
+        ax.set_yticks(ys, [r[0] for r in rows])
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlim(right=max([*medians, required, *[r[3] for r in rows]]) * 4)
+        _comma_axis(ax.xaxis)
+        if required > 0:
+            ax.axvline(required, color=RED, linewidth=2, label=f"required {number(required)} MB/s")
+        if 0 < per_node < required:
+            ax.axvline(
+                per_node,
+                color="#e67e22",
+                linestyle="--",
+                label=f"required per node {number(per_node)} MB/s",
+            )
+        for y, v in zip(ys, medians, strict=True):
+            ax.text(v * 1.08, y, f"{number(round(v, 1))}", va="center")
+        ax.set_xlabel("MB/s (log scale)")
+        fig.legend(frameon=False, loc="lower center", ncol=2)
+        ax.set_title(title, loc="left")
+        return _svg(fig, title)

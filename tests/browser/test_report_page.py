@@ -1,5 +1,5 @@
-"""report.html in a real browser: headless Chromium opens the page of a clean run, takes a
-screenshot of the whole page, and logs what the page's console said.
+"""The pages in a real browser: headless Chromium opens report.html of a clean run and
+bench.html, takes a screenshot of each whole page, and logs what the page's console said.
 
 Chromium is a system package (Debian's `chromium`, which `.ci/run` installs). Where it is absent
 the tier is skipped, unless CORPUSCLEAN_REQUIRE_BROWSER=1 (CI sets it): then its absence fails.
@@ -93,3 +93,63 @@ def test_the_report_page_renders_every_section_and_chart(page: Path, tmp_path: P
     # The charts drew their bars: the charts' blue is on the page, not only in the markup.
     blue = int((np.abs(small - np.array(CHART_BLUE)) <= 12).all(axis=2).sum())
     assert blue > 500, f"only {blue} pixels of chart blue"
+
+
+def _bench_report() -> dict:
+    def summary(*runs: float) -> dict:
+        return {
+            "median": sorted(runs)[1],
+            "min": min(runs),
+            "max": max(runs),
+            "runs": list(runs),
+            "spread": (max(runs) - min(runs)) / sorted(runs)[1],
+        }
+
+    return {
+        "verdict": "OK: 83x headroom for 1,024 H100 at 40% MFU on a 70B model",
+        "required_bytes_s": 3.39e6,
+        "consumption": {
+            "params": 70e9,
+            "gpus": 1024,
+            "gpu": "H100",
+            "mfu": 0.4,
+            "required_bytes_s_per_node": 26_500.0,
+        },
+        "measurements": {
+            "sequential": {
+                "cold_mb_s": summary(1027, 1086, 1209),
+                "warm_mb_s": summary(1654, 1973, 2177),
+            },
+            "random": {"threads_1": {"iops": summary(20e3, 21e3, 22e3), "method": "O_DIRECT"}},
+        },
+        "readers": {
+            "tario": {
+                "cold": {"text_mb_s": summary(168, 182, 200)},
+                "warm": {"text_mb_s": summary(201, 257, 263)},
+            }
+        },
+        "gds": {"available": False, "reason": "no GPU"},
+        "goals": {"cold_shards_vs_small_files": {"ratio": 14.3, "target": 5.0, "met": True}},
+    }
+
+
+def test_the_bench_page_renders_its_chart_and_tables(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from corpusclean.jobs.bench_page import render_bench_html
+
+    page = tmp_path / "bench.html"
+    page.write_text(render_bench_html(_bench_report()))
+    dom = _browse(page, "--dump-dom", tmp=tmp_path)
+    assert dom.returncode == 0 and not _console(dom.stderr), dom.stderr[-2000:]
+    ids = re.findall(r'<h2 id="([^"]+)"', dom.stdout)
+    assert ids == ["rates", "training", "iops", "gds", "goals", "run"], ids
+    shot = tmp_path / "bench.png"
+    proc = _browse(page, f"--screenshot={shot}", tmp=tmp_path)
+    assert proc.returncode == 0 and not _console(proc.stderr), proc.stderr[-2000:]
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
+    # The cold bars' dark blue and the required-rate line's red (thin, anti-aliased) are drawn.
+    for colour, tolerance, least in (((0x1F, 0x4E, 0x79), 12, 2000), ((0xC0, 0x39, 0x2B), 40, 60)):
+        hits = int((np.abs(pixels - np.array(colour)) <= tolerance).all(axis=2).sum())
+        assert hits > least, (colour, hits)

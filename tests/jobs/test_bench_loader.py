@@ -140,6 +140,15 @@ def test_bench_end_to_end(shard_dir, tmp_path, capsys):
 
     # Chart beside the JSON; shard folder untouched; scratch files gone.
     assert report["chart"] == "bench.png" and (out.parent / "bench.png").stat().st_size > 0
+    # The page: every measured rate against the required rate, with its spread, and the
+    # training assumptions the required rate comes from.
+    assert report["page"] == "bench.html"
+    page = (out.parent / "bench.html").read_text()
+    for section in ("rates", "training", "iops", "gds", "goals", "run"):
+        assert f"<h2 id='{section}'>" in page, section
+    assert "sequential read, cold (tar bytes)" in page and "required per node" in page
+    assert f"{report['consumption']['params']:,.0f}" in page  # 70,000,000,000
+    assert "<script" not in page
     assert _listing(shard_dir) == before
     assert not list(shard_dir.parent.glob(".shards.bench-*"))
 
