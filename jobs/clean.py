@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 )
 
 from corpusclean import __version__
-from corpusclean.jobs import log, report_data
+from corpusclean.jobs import charts, log, report_data
 from corpusclean.jobs.config import (
     CleanConfig,
     audit_stage_params,
@@ -849,8 +849,7 @@ def _write(
         # What a killed run's write left behind (a resumed run writes them again whole).
         shutil.rmtree(staging / name, ignore_errors=True)
     with log.stage(JOB, "write", rows_in=run.output_rows, spark=decisions.sparkSession) as st:
-        _count_outcomes(run, frames, decisions)
-        near = _near_sample(run, decisions)
+        near = _count_outcomes(run, frames, decisions)
         # Scores published beside the document (language ID's, `quality.keep_scores`).
         published = run.pipeline.published(run.config.quality.keep_scores)
         kept = decisions.filter(F.col(STAGE).isNull()).select(
@@ -892,6 +891,8 @@ def _write(
 # same on every run), of which a few per similarity band are shown. Their texts are kept up
 # to _EXAMPLE_MAX_CHARS for the Jaccard, cut shorter for the page.
 _NEAR_POOL = 24
+_NEAR_CANDIDATES = 96  # rows the aggregation lists, of which the pool is the first by hash
+_NEAR_PICKED = "__near_picked"
 _NEAR_PER_BAND = 3
 _EXAMPLE_MAX_CHARS = 200_000
 _OUTCOME_ROWS = 20_000  # at most this many grouped rows reach the driver (reasons first)
@@ -903,15 +904,18 @@ def _breakdown_columns(frames: Frames) -> list[str]:
     return [c for c in BREAKDOWN_COLUMNS if c in frames.input_cols]
 
 
-def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> None:
+def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> list[dict[str, Any]]:
     """Rows per rejection reason (report.json's `rejected`) and, in the same aggregation, per
     text-length bucket and per `lang`/`source` value, each by the stage that removed them
-    (`lengths`, `breakdown`)."""
+    (`lengths`, `breakdown`). Returns a few rows near-dedup removed (`_near_pick`), listed
+    in the same job."""
     by = [c for c in _breakdown_columns(frames) if c in decisions.columns]
     bucketed = decisions.withColumn(_LENGTH_BUCKET, length_bucket(F.col(TEXT_LEN)))
+    pick = _near_pick(run)
+    extra = [] if pick is None else [pick.alias(_NEAR_PICKED)]
     rows = [
-        r.asDict()
-        for r in outcome_counts(bucketed, REASON, STAGE, [_LENGTH_BUCKET, *by])
+        r.asDict(recursive=True)
+        for r in outcome_counts(bucketed, REASON, STAGE, [_LENGTH_BUCKET, *by], extra)
         .orderBy(F.col("set") != F.lit(REASON))
         .limit(_OUTCOME_ROWS)
         .collect()
@@ -928,6 +932,11 @@ def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> None:
         run.breakdown = {c: {"too_many": f"over {_OUTCOME_ROWS:,} groups"} for c in by}
     else:
         run.breakdown = breakdown(rows, by)
+    if pick is None:
+        return []
+    # Every set sees every row: the reason set's groups hold each picked row once.
+    picked = [p for r in rows if r["set"] == REASON for p in r.get(_NEAR_PICKED) or []]
+    return sorted(picked, key=lambda p: (p["h"], p["doc_id"]))[:_NEAR_POOL]
 
 
 def _near_stage(run: Run) -> Dedup | None:
@@ -937,21 +946,26 @@ def _near_stage(run: Run) -> Dedup | None:
     return None
 
 
-def _near_sample(run: Run, decisions: DataFrame) -> list[dict[str, Any]]:
-    """A few rows near-dedup removed (`_rid`, doc_id, and `kept`: the doc_id that survived
-    their cluster), chosen by a hash of their doc_id: one small job on the narrow frame."""
+def _near_pick(run: Run) -> Column | None:
+    """An aggregate listing about _NEAR_CANDIDATES of the rows near-dedup removed (`h`: a hash
+    of their doc_id, `_rid`, doc_id, and `kept`: the doc_id that survived their cluster), one
+    row in every n by that hash: the same rows on every run, and a list that stays small
+    whatever the corpus."""
     step = _near_stage(run)
-    if step is None or not run.removed.get(step.name):
-        return []
-    id_col = quoted(run.config.columns.id)
-    return [
-        r.asDict()
-        for r in decisions.filter(F.col(STAGE) == F.lit(step.name))
-        .select(ROW_ID, F.col(id_col).alias("doc_id"), F.col(step.cluster_col).alias("kept"))
-        .orderBy(F.xxhash64("doc_id"), "doc_id")
-        .limit(_NEAR_POOL)
-        .collect()
-    ]
+    removed = run.removed.get(step.name, 0) if step is not None else 0
+    if step is None or not removed:
+        return None
+    every = max(1, removed // _NEAR_CANDIDATES)
+    doc_id = F.col(quoted(run.config.columns.id))
+    h = F.xxhash64(doc_id)
+    chosen = (F.col(STAGE) == F.lit(step.name)) & (F.pmod(h, F.lit(every)) == 0)
+    row = F.struct(
+        h.alias("h"),
+        F.col(ROW_ID).alias(ROW_ID),
+        doc_id.alias("doc_id"),
+        F.col(step.cluster_col).alias("kept"),
+    )
+    return F.collect_list(F.when(chosen, row))
 
 
 def _near_pairs(
@@ -1313,6 +1327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
         preflight(args.input, args.output, cfg)
         spark = build_session("corpusclean-clean", cfg.spark, [args.input])
+        charts.preload()  # report.html's charts, drawn at the end
         check_shared_output(spark, args.output)
         run = clean(spark, args.input, args.output, cfg, resume=not args.no_resume)
         summary = {

@@ -50,17 +50,24 @@ def length_histograms(rows: Sequence[Mapping[str, Any]], bucket_set: str) -> dic
     return {"edges": list(LENGTH_EDGES), "input": total, "output": kept, "removed": removed}
 
 
-def outcome_counts(decisions: DataFrame, reason: str, stage: str, by: Sequence[str]) -> DataFrame:
+def outcome_counts(
+    decisions: DataFrame,
+    reason: str,
+    stage: str,
+    by: Sequence[str],
+    extra: Sequence[Column] = (),
+) -> DataFrame:
     """Rows per rejection reason, and per value of each column of `by` and the stage that
     removed the row (null `stage`: kept), in one aggregation (grouping sets), reasons first.
 
     Reads `reason`, `stage` and the `by` columns; returns `set` (`reason` or a column of `by`),
-    `value`, `stage` and `rows`.
+    `value`, `stage` and `rows`, and the named `extra` aggregates (computed over each group's
+    original rows, in every set: a caller reads them from one set).
     """
     sets: list[list[str]] = [[reason], *[[c, stage] for c in by]]
     cols = list(dict.fromkeys([reason, stage, *by]))
     grouped = decisions.groupingSets(sets, *cols).agg(
-        F.count(F.lit(1)).alias("rows"), F.grouping_id().alias("gid")
+        F.count(F.lit(1)).alias("rows"), F.grouping_id().alias("gid"), *extra
     )
     # grouping_id has a bit per column, the first column highest, set where the column is not
     # in the row's grouping set (a real null value stays a value).
@@ -71,8 +78,9 @@ def outcome_counts(decisions: DataFrame, reason: str, stage: str, by: Sequence[s
         hit = F.col("gid") == F.lit(bits)
         which = F.when(hit, F.lit(group[0])).otherwise(which)
         value = F.when(hit, F.col(group[0]).cast("string")).otherwise(value)
+    names = [c for c in grouped.columns if c not in (*cols, "rows", "gid")]
     return grouped.select(
-        which.alias("set"), value.alias("value"), F.col(stage).alias("stage"), "rows"
+        which.alias("set"), value.alias("value"), F.col(stage).alias("stage"), "rows", *names
     )
 
 
