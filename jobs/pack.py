@@ -91,7 +91,7 @@ class ShardSection(Section):
     docs_per_sample: int = Field(1, ge=1, le=65_536)
     shuffle: bool = True
     seed: int = Field(42, ge=0, le=2**31 - 1)
-    dali_index: bool = False
+    dali_index: bool = True
 
 
 class PackColumnsSection(Section):

@@ -134,6 +134,8 @@ def test_every_clean_doc_comes_back(corpus: tuple[Path, pa.Table], packed: Path)
             "_stats",
             "index.json",
             *(e["url"] for e in index["shardlist"]),
+            # DALI's index beside each shard, by default.
+            *(e["dali_index"] for e in index["shardlist"]),
         ]
     )
     # The dataset card `datasets.load_dataset(SHARD_DIR)` reads: the shards and every type.

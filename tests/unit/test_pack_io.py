@@ -94,6 +94,21 @@ def test_dali_index_points_at_member_data(tmp_path: Path) -> None:
             assert data[int(offset) : int(offset) + int(size)] == content
 
 
+# What NVIDIA DALI's own indexer, `wds2idx` of nvidia-dali-cuda120 2.4.0, writes for the shard
+# of SAMPLES (run on the tar `_write` makes; the shard bytes are tarfile's, tested above).
+WDS2IDX_OF_SAMPLES = (
+    "v1.2 3\n"
+    "json 512 18 doc-1.json txt 1536 13 doc-1.txt\n"
+    "json 2560 2 k~00ff.json txt 3584 512 k~00ff.txt\n"
+    "json 4608 2 doc-3.json txt 5632 0 doc-3.txt\n"
+)
+
+
+def test_dali_index_is_what_dalis_wds2idx_writes_byte_for_byte(tmp_path: Path) -> None:
+    _, _, writer = _write(tmp_path / "a.tar", dali=True)
+    assert writer.dali_index().encode() == WDS2IDX_OF_SAMPLES.encode()
+
+
 def test_batched_samples_give_the_bytes_of_one_by_one_samples(tmp_path: Path) -> None:
     one = tmp_path / "one.tar"
     writer = W.TarShardWriter(one, dali_index=True)
