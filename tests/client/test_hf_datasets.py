@@ -11,14 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
-import venv
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-
-from corpusclean.jobs.pack import main as pack_main
 
 pytestmark = [pytest.mark.client, pytest.mark.e2e]
 
@@ -53,40 +48,8 @@ except Exception as exc:
 
 
 @pytest.fixture(scope="session")
-def hf_python(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("hf-venv")
-    venv.create(root, with_pip=True)
-    python = root / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "-q", "datasets>=3"]
-    proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return python
-
-
-def _clean_output(root: Path, n: int = N) -> Path:
-    """A published-looking clean output whose `license` is set on three documents only."""
-    licensed = {"doc-00041", "doc-00047", "doc-00053"}
-    ids = [f"doc-{i:05d}" for i in range(n)]
-    table = pa.table(
-        {
-            "doc_id": ids,
-            "text": [f"Document {i} " + "lorem ipsum dolor " * (10 + i) for i in range(n)],
-            "quality": [i / n for i in range(n)],
-            "license": [("cc-by-4.0" if d in licensed else None) for d in ids],
-        }
-    )
-    (root / "data").mkdir(parents=True)
-    pq.write_table(table, root / "data" / "part-00000.parquet")
-    (root / "report.json").write_text(json.dumps({"run_id": "clean-run-1"}))
-    (root / "_SUCCESS").write_text("")
-    return root
-
-
-def _packed(root: Path, n: int = N) -> Path:
-    """`_clean_output` of `n` documents under `root`, packed into `root/shards`."""
-    out = root / "shards"
-    assert pack_main(["--input", str(_clean_output(root / "clean", n)), "--output", str(out)]) == 0
-    return out
+def hf_python(client_venv) -> Path:
+    return client_venv("hf-venv", "datasets>=3")
 
 
 def _load(python: Path, folder: Path, how: str, cache: Path | None = None) -> dict:
@@ -104,9 +67,9 @@ def _load(python: Path, folder: Path, how: str, cache: Path | None = None) -> di
 
 
 def test_load_dataset_reads_a_pack_folder_with_its_types(
-    hf_python: Path, spark, tmp_path: Path
+    hf_python: Path, make_pack, tmp_path: Path
 ) -> None:
-    out = _packed(tmp_path)
+    out = make_pack(tmp_path, N)
     got = _load(hf_python, out, "dir")
     assert got["ok"], got.get("error")
     assert got["rows"] == N
@@ -118,10 +81,10 @@ def test_load_dataset_reads_a_pack_folder_with_its_types(
 
 
 def test_without_the_card_the_first_samples_decide_the_types(
-    hf_python: Path, spark, tmp_path: Path
+    hf_python: Path, make_pack, tmp_path: Path
 ) -> None:
     """Why the card is there: the same shards named by data_files, with no card, fail."""
-    out = _packed(tmp_path)
+    out = make_pack(tmp_path, N)
     # The precondition: the samples `datasets` infers types from all have a null license.
     with tarfile.open(next(out.glob("*.tar"))) as tar:
         metas = [json.loads(tar.extractfile(m).read()) for m in tar if m.name.endswith(".json")]
@@ -132,12 +95,12 @@ def test_without_the_card_the_first_samples_decide_the_types(
 
 
 def test_a_repacked_folder_is_not_read_from_the_cache_of_the_first(
-    hf_python: Path, spark, tmp_path: Path
+    hf_python: Path, make_pack, tmp_path: Path
 ) -> None:
     """`datasets` caches a local folder's dataset by folder and config name: two packs in
     folders of one name, loaded with one cache, each give their own rows."""
     cache = tmp_path / "hf-home"
-    first, second = _packed(tmp_path / "a"), _packed(tmp_path / "b", n=N - 7)
+    first, second = make_pack(tmp_path / "a", N), make_pack(tmp_path / "b", N - 7)
     assert _load(hf_python, first, "dir", cache)["rows"] == N
     got = _load(hf_python, second, "dir", cache)
     assert got["ok"], got.get("error")
