@@ -388,15 +388,7 @@ def main() -> None:
     on = run_clean(source, True, tag, extra)
     off = run_clean(source, False, tag, extra)
     nd = on["report"]["near_dedup"]
-    params = MinHashParams(
-        num_perm=nd["num_perm"],
-        seed=nd["seed"],
-        tokenizer=nd["tokenizer"],
-        ngram=nd["ngram"],
-        char_ngram=nd["char_ngram"],
-        bands=nd["bands"],
-        rows=nd["rows"],
-    )
+    params = MinHashParams.of(nd)
     universe = near_universe(source, on)
     ids = universe["doc_id"].to_pylist()
     index = {d: i for i, d in enumerate(ids)}

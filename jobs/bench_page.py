@@ -11,6 +11,7 @@ import html
 from typing import Any
 
 from corpusclean.jobs import charts
+from corpusclean.jobs.report import html_table
 
 _COLD, _WARM, _GPU = "#1f4e79", "#85c1e9", "#1e8449"
 
@@ -39,24 +40,6 @@ def rate_rows(report: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
     return [r for r in rows if r[1].get("median")]
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int | float):
-        return charts.number(value)
-    return str(value)
-
-
 def _spread(summary: dict[str, Any]) -> str:
     spread = summary.get("spread")
     return "-" if spread is None else f"{spread:.0%}"
@@ -79,7 +62,7 @@ def render_bench_html(report: dict[str, Any]) -> str:
         per_node,
         "Read rates: median, and min to max over the repeats",
     )
-    rates = _table(
+    rates = html_table(
         ["measurement", "median MB/s", "min", "max", "runs", "spread", "vs required"],
         [
             [
@@ -94,7 +77,7 @@ def render_bench_html(report: dict[str, Any]) -> str:
             for label, s, _ in rows
         ],
     )
-    assumptions = _table(
+    assumptions = html_table(
         ["assumption", "value"],
         [
             ["model parameters", c.get("params")],
@@ -113,7 +96,7 @@ def render_bench_html(report: dict[str, Any]) -> str:
         ],
     )
     random = (report.get("measurements") or {}).get("random") or {}
-    iops = _table(
+    iops = html_table(
         ["threads", "IOPS (median)", "p50 µs", "p99 µs", "method"],
         [
             [
@@ -148,11 +131,11 @@ def render_bench_html(report: dict[str, Any]) -> str:
         "<h2 id='iops'>Random reads</h2>",
         iops,
         "<h2 id='gds'>GPUDirect Storage</h2>",
-        _table(["figure", "value"], gds_rows),
+        html_table(["figure", "value"], gds_rows),
         "<h2 id='goals'>Goals</h2>",
-        _table(["goal", "measured", "target", "status"], goal_rows),
+        html_table(["goal", "measured", "target", "status"], goal_rows),
         "<h2 id='run'>Run facts</h2>",
-        _table(
+        html_table(
             ["fact", "value"],
             [
                 ["shards", shards.get("dir")],

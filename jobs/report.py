@@ -30,7 +30,8 @@ def write_reports(folder: Path, report: dict[str, Any]) -> Path:
     return path
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
+def html_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """An HTML table of `rows` under `headers`, each cell escaped and written as people read it."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in row) + "</tr>" for row in rows
@@ -82,7 +83,7 @@ def _funnel(report: dict[str, Any]) -> list[str]:
     return [
         "<h2 id='funnel'>Funnel</h2>",
         charts.bars(funnel, "Rows left after each stage"),
-        _table(
+        html_table(
             ["stage", "rows in", "rows out", "seconds", "Spark jobs", "note"],
             [
                 [
@@ -112,7 +113,7 @@ def _columns(report: dict[str, Any]) -> list[str]:
     samples = (report.get("examples") or {}).get("rejected") or {}
     out = [
         "<h2 id='rejected'>Rejected by rule</h2>",
-        _table(["reason", "rows"], [[k, v] for k, v in report.get("rejected", {}).items()]),
+        html_table(["reason", "rows"], [[k, v] for k, v in report.get("rejected", {}).items()]),
     ]
     if samples:
         rows = [
@@ -137,7 +138,7 @@ def _columns(report: dict[str, Any]) -> list[str]:
             threshold,
             "Missing (null or blank) per column",
         ),
-        _table(
+        html_table(
             ["column", "type", "null rate", "blank rate", "flagged"],
             [
                 [k, c.get("type"), c.get("null_rate"), c.get("empty_rate"), c.get("flagged")]
@@ -196,7 +197,7 @@ def _breakdown(report: dict[str, Any]) -> list[str]:
         )
         stages = sorted({st for _, v in values.items() for st in v["removed"]})
         out.append(
-            _table(
+            html_table(
                 [col, "input", "published", "kept", *[f"removed: {s}" for s in stages]],
                 [
                     [
@@ -321,7 +322,7 @@ def _facts(report: dict[str, Any]) -> list[str]:
     ]
     if report.get("resumed_from"):
         rows.append(["resumed from", report["resumed_from"]])
-    return ["<h2 id='facts'>Run facts</h2>", _table(["fact", "value"], rows)]
+    return ["<h2 id='facts'>Run facts</h2>", html_table(["fact", "value"], rows)]
 
 
 def _audit_table(audit: dict[str, Any]) -> list[str]:
@@ -329,7 +330,7 @@ def _audit_table(audit: dict[str, Any]) -> list[str]:
         return []
     return [
         "<h2 id='audit'>Audit</h2>",
-        _table(
+        html_table(
             ["check", "column", "severity", "observed", "result"],
             [
                 [
@@ -367,7 +368,7 @@ def _against(report: dict[str, Any]) -> list[str]:
     if rows:
         out += [
             "<h2 id='against'>Deduplicated against</h2>",
-            _table(
+            html_table(
                 [
                     "index",
                     "path",
@@ -385,7 +386,7 @@ def _against(report: dict[str, Any]) -> list[str]:
     if own:
         out += [
             "<h2 id='index'>Dedup index</h2>",
-            _table(
+            html_table(
                 ["path", "documents", "bytes", "bytes a document"],
                 [
                     [
@@ -420,7 +421,7 @@ def _quality(report: dict[str, Any]) -> list[str]:
                 [col, score.get("scored"), bounds or "-", q.get("p10"), q.get("p50"), q.get("p90")]
             )
             strips.append((col, q, [(b["op"], float(b["value"])) for b in score.get("bounds", [])]))
-        out.append(_table(["score", "scored", "bounds", "p10", "median", "p90"], rows))
+        out.append(html_table(["score", "scored", "bounds", "p10", "median", "p90"], rows))
         out.append(charts.strips(strips, f"{name}: p1 - p99 of each score, and its bounds"))
     return out
 
@@ -430,7 +431,7 @@ def _near(report: dict[str, Any]) -> list[str]:
     rows = [[k, v] for k, v in near.items() if not isinstance(v, dict | list)]
     return [
         "<h2 id='near'>Near-dedup</h2>",
-        _table(["figure", "value"], rows),
+        html_table(["figure", "value"], rows),
         *_near_pairs(report),
     ]
 
@@ -462,7 +463,7 @@ def render_html(report: dict[str, Any]) -> str:
     ]
     sections = [
         f"<h1>corpusclean clean <span class='{verdict.lower()}'>{verdict}</span></h1>",
-        _table(
+        html_table(
             ["run", "input rows", "output rows", "retention", "gate", "seconds"],
             [
                 [

@@ -36,8 +36,10 @@ import importlib.util
 import math
 import os
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -78,6 +80,12 @@ class MinHashParams:
     char_ngram: int
     bands: int
     rows: int
+
+    @classmethod
+    def of(cls, figures: Mapping[str, Any]) -> MinHashParams:
+        """The parameters a run recorded (report.json's `near_dedup`, or any mapping with
+        these keys)."""
+        return cls(**{f: figures[f] for f in cls.__dataclass_fields__})
 
     def __post_init__(self) -> None:
         if not 1 <= self.num_perm <= _MAX_PERM:

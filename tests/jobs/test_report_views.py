@@ -97,15 +97,7 @@ def test_near_pairs_are_a_removed_document_and_its_survivor_with_their_jaccard(r
     }
     texts = dict(zip(*[_table(raw)[c].to_pylist() for c in ("doc_id", "text")], strict=True))
     nd = report["near_dedup"]
-    params = MinHashParams(
-        num_perm=nd["num_perm"],
-        ngram=nd["ngram"],
-        seed=nd["seed"],
-        tokenizer=nd["tokenizer"],
-        char_ngram=nd["char_ngram"],
-        bands=nd["bands"],
-        rows=nd["rows"],
-    )
+    params = MinHashParams.of(nd)
     for pair in pairs:
         assert removed[pair["removed"]] == pair["kept"]
         kept_text, removed_text = texts[pair["kept"]], texts[pair["removed"]]
