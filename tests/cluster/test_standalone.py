@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
 CHECKOUT = Path(__file__).parents[2]
 
-N_DOCS = 12_000
+N_DOCS = 4_000
 # Executors of 1 GB on 3 GB workers; 8 shuffle partitions where local mode uses 4, so the
 # comparison also shows the output does not depend on partitioning.
 SMALL = [
