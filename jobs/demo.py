@@ -216,7 +216,7 @@ def _print_summary(rows: list[tuple[str, str, float, str]], out: Path) -> None:
         print(f"{name:<{width}}  {result:<7} {secs:>8.1f}  {detail}")
     print(
         f"\noutputs under {out}: raw/ clean/ (report.html) raw-web/ clean-web/ (report.html) "
-        "shards/ bench.json"
+        "shards/ bench.json (bench.html)"
     )
 
 
