@@ -383,13 +383,18 @@ def _preflight_input(input_path: str, output: str, cfg: CleanConfig) -> None:
             )
 
 
+def near_stage(pipe: Pipeline) -> Dedup | None:
+    """The run's near-dedup stage (the enabled stage with MinHash parameters), if it runs."""
+    for step in pipe.dedups:
+        if step.enabled and isinstance(getattr(step.params, "minhash", None), MinHashParams):
+            return step
+    return None
+
+
 def near_minhash(pipe: Pipeline) -> MinHashParams | None:
     """The MinHash parameters of the run's near-dedup stage; None when it does not run."""
-    for step in pipe.dedups:
-        minhash = getattr(step.params, "minhash", None)
-        if step.enabled and isinstance(minhash, MinHashParams):
-            return minhash
-    return None
+    step = near_stage(pipe)
+    return None if step is None else step.params.minhash  # type: ignore[attr-defined]
 
 
 def _reserved_message(path: str, name: str) -> str:
@@ -916,7 +921,10 @@ def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> list[dict
     rows = [
         r.asDict(recursive=True)
         for r in outcome_counts(bucketed, REASON, STAGE, [_LENGTH_BUCKET, *by], extra)
-        .orderBy(F.col("set") != F.lit(REASON))
+        # Reasons first, then the length buckets: only a breakdown can be cut by the limit.
+        .orderBy(
+            F.when(F.col("set") == REASON, 0).when(F.col("set") == _LENGTH_BUCKET, 1).otherwise(2)
+        )
         .limit(_OUTCOME_ROWS)
         .collect()
     ]
@@ -939,19 +947,12 @@ def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> list[dict
     return sorted(picked, key=lambda p: (p["h"], p["doc_id"]))[:_NEAR_POOL]
 
 
-def _near_stage(run: Run) -> Dedup | None:
-    for step in run.pipeline.dedups:
-        if step.enabled and isinstance(getattr(step.params, "minhash", None), MinHashParams):
-            return step
-    return None
-
-
 def _near_pick(run: Run) -> Column | None:
     """An aggregate listing about _NEAR_CANDIDATES of the rows near-dedup removed (`h`: a hash
     of their doc_id, `_rid`, doc_id, and `kept`: the doc_id that survived their cluster), one
     row in every n by that hash: the same rows on every run, and a list that stays small
     whatever the corpus."""
-    step = _near_stage(run)
+    step = near_stage(run.pipeline)
     removed = run.removed.get(step.name, 0) if step is not None else 0
     if step is None or not removed:
         return None
@@ -1001,7 +1002,7 @@ def _near_pairs(
                 "removed_text": report_data.cut(removed_text),
             }
         )
-    step = _near_stage(run)
+    step = near_stage(run.pipeline)
     threshold = float(getattr(step.params, "threshold", 0.0)) if step is not None else 0.0
     return report_data.pick_by_band(pairs, threshold, _NEAR_PER_BAND)
 

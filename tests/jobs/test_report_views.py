@@ -191,3 +191,21 @@ def test_report_of_something_else_is_one_line_and_exit_1(tmp_path: Path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert not (target / "report.html").exists()
+
+
+def test_a_breakdown_too_large_for_the_driver_is_dropped_not_the_reasons_or_lengths(
+    run, tmp_path: Path, monkeypatch
+) -> None:
+    """The grouped rows reaching the driver are capped: reasons and length buckets come first,
+    so only a breakdown is ever cut (and then it is left out, not reported partly)."""
+    from corpusclean.jobs import clean
+
+    raw, _, full = run
+    monkeypatch.setattr(clean, "_OUTCOME_ROWS", 40)  # reasons and buckets fit; lang/source not
+    out = tmp_path / "capped"
+    args = ["--input", str(raw), "--output", str(out), "--set", "audit.enabled=false"]
+    assert clean.main(args) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["rejected"] == full["rejected"]
+    assert report["lengths"] == full["lengths"]
+    assert all("too_many" in v for v in report["breakdown"].values())
