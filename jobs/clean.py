@@ -861,8 +861,8 @@ def _write(
             ROW_ID, *[F.col(score) for score, _ in published]
         )
         # The sampled near duplicates' texts ride on the data write: its scan reads every input
-        # row before the join drops the removed ones.
-        found = Observation("near-examples")
+        # row before the join drops the removed ones, and the survivors' after it.
+        found, survivors = Observation("near-examples"), Observation("near-survivors")
         rows = frames.marked
         if near:
             wanted = F.col(ROW_ID).isin([r[ROW_ID] for r in near])
@@ -878,9 +878,16 @@ def _write(
             )
             .sortWithinPartitions(id_col)
         )
+        if near:
+            text = F.substring(F.col(quoted(cfg.columns.text)), 1, _EXAMPLE_MAX_CHARS)
+            wanted = F.col(quoted(id_col)).isin(sorted({str(r["kept"]) for r in near}))
+            picked = F.struct(F.col(quoted(id_col)).alias("doc_id"), text.alias("text"))
+            data = data.observe(survivors, F.collect_list(F.when(wanted, picked)).alias("kept"))
         data.write.parquet(str(staging / "data"))
         if near:
-            run.examples["near"] = _near_pairs(run, staging, near, found.get.get("near") or [])
+            removed = {int(r["rid"]): r["text"] for r in found.get.get("near") or []}
+            kept_texts = {r["doc_id"]: r["text"] for r in survivors.get.get("kept") or []}
+            run.examples["near"] = _near_pairs(run, near, removed, kept_texts)
         _rejected_rows(run, frames, decisions, bad_lines).write.parquet(str(staging / "rejected"))
         build_duplicates_table(decisions, run.pipeline.dedups).sortWithinPartitions(
             "cluster_id", "doc_id"
@@ -970,26 +977,17 @@ def _near_pick(run: Run) -> Column | None:
 
 
 def _near_pairs(
-    run: Run, staging: Path, near: list[dict[str, Any]], found: list[Any]
+    run: Run, near: list[dict[str, Any]], removed: dict[int, str], kept: dict[str, str]
 ) -> list[dict[str, Any]]:
-    """Each sampled removed document beside its cluster's survivor (read from the staged
-    data/), with their exact Jaccard on the near stage's shingles; a few per similarity band,
-    most similar first."""
+    """Each sampled removed document (texts by row id) beside its cluster's survivor (texts by
+    doc_id; both caught by the data write), with their exact Jaccard on the near stage's
+    shingles; a few per similarity band, most similar first."""
     params = near_minhash(run.pipeline)
     assert params is not None
-    cfg = run.config
-    texts = {int(r["rid"]): r["text"] for r in found}
-    kept = report_data.fetch_rows(
-        staging / "data",
-        cfg.columns.id,
-        {str(r["kept"]) for r in near},
-        [cfg.columns.text],
-        limit=_EXAMPLE_MAX_CHARS,
-    )
     pairs = []
     for r in near:
-        removed_text = texts.get(int(r[ROW_ID]))
-        kept_text = (kept.get(str(r["kept"])) or {}).get(cfg.columns.text)
+        removed_text = removed.get(int(r[ROW_ID]))
+        kept_text = kept.get(str(r["kept"]))
         both = removed_text is not None and kept_text is not None
         pairs.append(
             {

@@ -150,7 +150,9 @@ def _columns(report: dict[str, Any]) -> list[str]:
 
 def _text(text: str | None, found: bool = False) -> str:
     if text is None:
-        why = "null" if found else "not in this output"
+        why = (
+            "null" if found else "not shown: not in this output, or past the preview's read budget"
+        )
         return f"<span class='none'>(text {why})</span>"
     return f"<div class='doc'>{html.escape(text)}</div>"
 

@@ -22,6 +22,8 @@ PREVIEW_CHARS = 1200
 LARGEST_CLUSTERS = 5
 EXACT_SAMPLES = 4
 REJECTED_PER_REASON = 2
+# The texts a preview reads at most (uncompressed bytes of the row groups it opens).
+READ_BUDGET = 32 << 20
 
 
 def parquet_files(folder: Path) -> list[Path]:
@@ -47,31 +49,44 @@ def _order(value: str) -> str:
 
 
 def fetch_rows(
-    folder: Path, id_col: str, ids: set[str], columns: list[str], limit: int = PREVIEW_CHARS
+    folder: Path,
+    id_col: str,
+    ids: set[str],
+    columns: list[str],
+    limit: int = PREVIEW_CHARS,
+    budget: int = READ_BUDGET,
 ) -> dict[str, dict[str, Any]]:
     """The rows whose `id_col` is in `ids` (first one per id), with `columns`; string values
-    cut to `limit`. Reads the id column, then `columns` of the matching row groups only."""
+    cut to `limit`. Reads the id column, then `columns` of the row groups holding the most
+    wanted ids first, until `budget` uncompressed bytes are read (one row group at least): a
+    row group is read whole, and a Spark output's are large. An id past the budget is missing
+    from the result."""
     found: dict[str, dict[str, Any]] = {}
     wanted = pa.array(sorted(ids), pa.string())
+    groups = []  # (hits, cost, path, group, mask)
     for path in parquet_files(folder):
-        if len(found) == len(ids):
-            break
         pf = pq.ParquetFile(path)
         names = pf.schema_arrow.names
-        cols = [c for c in dict.fromkeys([id_col, *columns]) if c in names]
         if id_col not in names:
             return found
+        cols = [names.index(c) for c in dict.fromkeys([id_col, *columns]) if c in names]
         for group in range(pf.num_row_groups):
-            id_arr = pf.read_row_group(group, columns=[id_col]).column(0)
-            hit = pc.is_in(id_arr, value_set=wanted)
-            if not pc.any(hit).as_py():
-                continue
-            rows = pf.read_row_group(group, columns=cols).filter(hit).to_pylist()
-            for row in rows:
-                key = row[id_col]
-                if key in found:
-                    continue
-                found[key] = {
+            hit = pc.is_in(pf.read_row_group(group, columns=[id_col]).column(0), value_set=wanted)
+            hits = pc.sum(hit).as_py() or 0
+            if hits:
+                meta = pf.metadata.row_group(group)
+                cost = sum(meta.column(i).total_uncompressed_size for i in cols)
+                groups.append((hits, cost, path, group, hit))
+    spent = 0
+    for _, cost, path, group, hit in sorted(groups, key=lambda g: (-g[0], g[1], str(g[2]), g[3])):
+        if len(found) == len(ids) or (spent and spent + cost > budget):
+            break
+        spent += cost
+        pf = pq.ParquetFile(path)
+        cols = [c for c in dict.fromkeys([id_col, *columns]) if c in pf.schema_arrow.names]
+        for row in pf.read_row_group(group, columns=cols).filter(hit).to_pylist():
+            if row[id_col] not in found:
+                found[row[id_col]] = {
                     k: cut(v, limit) if isinstance(v, str) and k != id_col else v
                     for k, v in row.items()
                 }
