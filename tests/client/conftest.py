@@ -1,5 +1,5 @@
-"""What the client tier's loaders share: a venv of their own per loader set, built once per
-session from the package registry, and a small pack whose shards they all read."""
+"""What the client tier's loaders share: one venv of the loaders, built once per session from
+the package registry, and a small pack whose shards they all read."""
 
 from __future__ import annotations
 
@@ -15,22 +15,23 @@ import pytest
 
 from corpusclean.jobs.pack import main as pack_main
 
+# Every loader the tier reads with, in one venv: each venv costs a pip resolve and install.
+LOADERS = ("datasets>=3", "webdataset>=1,<2", "nvidia-dali-cuda120")
+
 
 @pytest.fixture(scope="session")
-def client_venv(tmp_path_factory) -> Callable[..., Path]:
-    """`client_venv(name, *requirements)`: a new venv with `requirements` installed from the
-    registry; returns its python."""
-
-    def make(name: str, *requirements: str) -> Path:
-        root = tmp_path_factory.mktemp(name)
-        venv.create(root, with_pip=True)
-        python = root / "bin" / "python"
-        pip = [str(python), "-m", "pip", "install", "-q", *requirements]
-        proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return python
-
-    return make
+def client_python(tmp_path_factory) -> Path:
+    """The python of a new venv holding the training-side loaders (`LOADERS`) from the
+    registry, and not corpusclean."""
+    root = tmp_path_factory.mktemp("client-venv")
+    venv.create(root, with_pip=True)
+    python = root / "bin" / "python"
+    # --no-compile: these are other projects' packages, whose byte-code pip would compile
+    # whole (about 10 s) for the few modules the loaders import.
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-compile", *LOADERS]
+    proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return python
 
 
 def clean_output(root: Path, n: int) -> Path:

@@ -47,11 +47,6 @@ except Exception as exc:
 """
 
 
-@pytest.fixture(scope="session")
-def hf_python(client_venv) -> Path:
-    return client_venv("hf-venv", "datasets>=3")
-
-
 def _load(python: Path, folder: Path, how: str, cache: Path | None = None) -> dict:
     home = cache if cache is not None else folder.parent / "hf-home"
     env = {"HF_DATASETS_OFFLINE": "1", "HF_HOME": str(home)}
@@ -67,10 +62,10 @@ def _load(python: Path, folder: Path, how: str, cache: Path | None = None) -> di
 
 
 def test_load_dataset_reads_a_pack_folder_with_its_types(
-    hf_python: Path, make_pack, tmp_path: Path
+    client_python: Path, make_pack, tmp_path: Path
 ) -> None:
     out = make_pack(tmp_path, N)
-    got = _load(hf_python, out, "dir")
+    got = _load(client_python, out, "dir")
     assert got["ok"], got.get("error")
     assert got["rows"] == N
     assert got["ids"] == [f"doc-{i:05d}" for i in range(N)]
@@ -81,7 +76,7 @@ def test_load_dataset_reads_a_pack_folder_with_its_types(
 
 
 def test_without_the_card_the_first_samples_decide_the_types(
-    hf_python: Path, make_pack, tmp_path: Path
+    client_python: Path, make_pack, tmp_path: Path
 ) -> None:
     """Why the card is there: the same shards named by data_files, with no card, fail."""
     out = make_pack(tmp_path, N)
@@ -89,19 +84,19 @@ def test_without_the_card_the_first_samples_decide_the_types(
     with tarfile.open(next(out.glob("*.tar"))) as tar:
         metas = [json.loads(tar.extractfile(m).read()) for m in tar if m.name.endswith(".json")]
     assert all(m["license"] is None for m in metas[:5])
-    got = _load(hf_python, out, "data_files")
+    got = _load(client_python, out, "data_files")
     assert not got["ok"], "datasets typed the mostly-null column right without the card"
     assert "null" in got["error"], got["error"]
 
 
 def test_a_repacked_folder_is_not_read_from_the_cache_of_the_first(
-    hf_python: Path, make_pack, tmp_path: Path
+    client_python: Path, make_pack, tmp_path: Path
 ) -> None:
     """`datasets` caches a local folder's dataset by folder and config name: two packs in
     folders of one name, loaded with one cache, each give their own rows."""
     cache = tmp_path / "hf-home"
     first, second = make_pack(tmp_path / "a", N), make_pack(tmp_path / "b", N - 7)
-    assert _load(hf_python, first, "dir", cache)["rows"] == N
-    got = _load(hf_python, second, "dir", cache)
+    assert _load(client_python, first, "dir", cache)["rows"] == N
+    got = _load(client_python, second, "dir", cache)
     assert got["ok"], got.get("error")
     assert got["rows"] == N - 7

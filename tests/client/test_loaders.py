@@ -64,11 +64,6 @@ print(json.dumps({
 """
 
 
-@pytest.fixture(scope="session")
-def loaders_python(client_venv) -> Path:
-    return client_venv("loaders-venv", "webdataset>=1,<2", "nvidia-dali-cuda120")
-
-
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory, make_pack) -> Path:
     # Small shards: several of them, so every loader crosses shard boundaries.
@@ -77,12 +72,12 @@ def shards(tmp_path_factory, make_pack) -> Path:
 
 @pytest.mark.parametrize("loader", ["webdataset", "dali"])
 def test_the_loader_reads_every_sample_once_with_its_types(
-    loaders_python: Path, shards: Path, loader: str
+    client_python: Path, shards: Path, loader: str
 ) -> None:
     index = json.loads((shards / "index.json").read_text())
     assert len(index["shardlist"]) > 2
     proc = subprocess.run(
-        [str(loaders_python), "-c", READ, str(shards), loader],
+        [str(client_python), "-c", READ, str(shards), loader],
         capture_output=True,
         text=True,
         timeout=600,

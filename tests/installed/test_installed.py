@@ -11,6 +11,7 @@ named like the package would shadow the installed one in every Spark task.)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -65,8 +66,9 @@ def test_the_demo_runs_from_outside_the_checkout(installed, tmp_path: Path) -> N
     assert all(web["removed"][name] > 0 for name in web["config"]["stages"][1:6])
     site = next((installed.bin.parent / "lib").glob("python*/site-packages"))
     assert list((site / "corpusclean/pipelines/__pycache__").glob("minhash_jit.*.nbc"))
-    check = installed.run("check", "--input", "demo/clean", cwd=work)
-    assert check.returncode == 0, check.stderr[-2000:]
+    # The demo's own last steps: check's suite passed on the clean output, and bench ran.
+    for step in ("check", "bench"):
+        assert re.search(rf"^{step}\s+ok\s", proc.stdout, re.M), proc.stdout[-2000:]
     version = subprocess.run(
         [str(installed.bin / "python"), "-m", "corpusclean", "--version"],
         cwd=work,
