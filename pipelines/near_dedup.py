@@ -8,7 +8,8 @@ the signatures, so a chance band collision cannot chain unrelated documents into
 
 When the band keys fit the driver (`driver_max_keys`), the same edges are found there instead:
 the row ids and band keys are collected (integers only), each band is sorted in numpy, and the
-endpoints' signatures are fetched by one semi-join and compared there too. Only the texts of the
+endpoints' signatures are fetched by one semi-join and compared there too (on a small input,
+every row's signature comes with the keys, in the same collect). Only the texts of the
 few edges near the threshold and the survivors' ordering stay Spark jobs, so the stage is a
 handful of jobs instead of a shuffle and a write per step; both paths give the same edges,
 estimates (the same float arithmetic) and clusters.
@@ -360,11 +361,47 @@ def driver_band_keys(candidates: DataFrame, bands: int) -> tuple[np.ndarray, np.
     them out.
     """
     table = candidates.filter(F.col(BANDS).isNotNull()).select(ROW_ID, BANDS).toArrow()
+    return _band_keys(table, bands)
+
+
+def _band_keys(table: pa.Table, bands: int) -> tuple[np.ndarray, np.ndarray]:
     rids = np.asarray(table.column(ROW_ID).to_numpy(), dtype=np.int64)
     flat = np.asarray(pc.list_flatten(table.column(BANDS)).to_numpy(), dtype=np.int64)
     if flat.size != rids.size * bands:
         raise ValueError(f"{BANDS} holds {flat.size} keys for {rids.size} rows of {bands} bands")
     return rids, flat.reshape(rids.size, bands)
+
+
+def driver_keys_and_signatures(
+    candidates: DataFrame, bands: int, num_perm: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`driver_band_keys` and, in the same collect, each of those rows' `_minhash`: an
+    (n, num_perm) uint32 matrix in the order of the row ids, and which rows had one. For
+    inputs small enough to bring every signature (4 * num_perm bytes a row): one job where
+    `driver_band_keys` and `driver_signatures` are two, with the same keys and signatures."""
+    table = candidates.filter(F.col(BANDS).isNotNull()).select(ROW_ID, BANDS, MINHASH).toArrow()
+    rids, keys = _band_keys(table, bands)
+    column = table.column(MINHASH)
+    found = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
+    empty = pa.scalar(bytes(4 * num_perm), pa.binary())
+    sig = np.zeros((rids.size, num_perm), dtype="<u4")
+    start = 0
+    for chunk in column.chunks:
+        filled = pc.fill_null(chunk, empty) if chunk.null_count else chunk
+        _, data = value_buffers(filled, relative=True)
+        sig[start : start + len(chunk)] = data.view("<u4").reshape(len(chunk), num_perm)
+        start += len(chunk)
+    return rids, keys, sig, found
+
+
+def signatures_of(
+    nodes: np.ndarray, rids: np.ndarray, sig: np.ndarray, found: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`driver_signatures`' result for `nodes` (sorted distinct row ids, each among `rids`)
+    from the rows `driver_keys_and_signatures` collected."""
+    order = np.argsort(rids, kind="stable")
+    at = order[np.searchsorted(rids, nodes, sorter=order)]
+    return sig[at], found[at]
 
 
 def driver_signatures(
@@ -535,6 +572,8 @@ class _Edges:
     nodes: np.ndarray
     jaccard: np.ndarray | None = None
     exact: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # The nodes' signatures and which had one, when the band keys' collect brought them.
+    signatures: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -546,6 +585,11 @@ class _Cross:
     dst: list[np.ndarray] = field(default_factory=list)
     figures: dict[str, dict[str, int]] = field(default_factory=dict)
 
+
+# Up to this many signature slots of the batch (rows x num_perm: 4 bytes each, 32 MB), every
+# row's signature comes with its band keys in one collect: a job less than fetching the
+# edges' endpoints' signatures after, at the cost of bringing the rows no edge reaches.
+SIGNATURES_WITH_KEYS = 8_000_000
 
 # Up to this many band keys of the batch (rows x bands), they are broadcast to the join with an
 # index's band keys (16 bytes a key, 64 MB): the index's keys are then read once, unshuffled.
@@ -594,7 +638,12 @@ class NearDedup(Dedup):
         if nd.driver_max_keys == 0 or run.rows_in * bands > nd.driver_max_keys:
             pairs = build_star_edges(explode_band_keys(candidates), nd.max_bucket)
             return self._spark_clusters(candidates, run, pairs, "spark", timer)
-        src, dst = star_edges_np(*driver_band_keys(candidates, bands), nd.max_bucket)
+        signed = None
+        if nd.verify and run.rows_in * nd.num_perm <= SIGNATURES_WITH_KEYS:
+            rids, keys, *signed = driver_keys_and_signatures(candidates, bands, nd.num_perm)
+        else:
+            rids, keys = driver_band_keys(candidates, bands)
+        src, dst = star_edges_np(rids, keys, nd.max_bucket)
         nodes = np.unique(np.concatenate([src, dst]))
         if nd.verify and (
             src.size > nd.union_find_max_edges or nodes.size * nd.num_perm > nd.driver_max_keys
@@ -602,7 +651,10 @@ class NearDedup(Dedup):
             # Too many endpoints to hold their signatures: Spark estimates the driver's edges.
             frame = run.spark.createDataFrame(pa.table({"src": src, "dst": dst}))
             return self._spark_clusters(candidates, run, frame, "driver", timer)
-        return self._driver_clusters(candidates, run, _Edges(src, dst, nodes), timer)
+        edges = _Edges(src, dst, nodes)
+        if signed is not None:
+            edges.signatures = signatures_of(nodes, rids, *signed)
+        return self._driver_clusters(candidates, run, edges, timer)
 
     def _prior_edges(self, candidates: DataFrame, run: StageRun) -> _Cross:
         """Verified edges between the batch's rows and each prior index's documents.
@@ -711,7 +763,9 @@ class NearDedup(Dedup):
         exact check and the survivors stay Spark jobs."""
         nd = self.params
         if nd.verify:
-            sig, found = driver_signatures(run.spark, candidates, edges.nodes, nd.num_perm)
+            sig, found = edges.signatures or driver_signatures(
+                run.spark, candidates, edges.nodes, nd.num_perm
+            )
             keep, edges.jaccard = driver_edge_jaccard(edges.src, edges.dst, edges.nodes, sig, found)
             edges.src, edges.dst = edges.src[keep], edges.dst[keep]
             edges.exact = np.zeros(edges.src.size, dtype=bool)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from corpusclean.pipelines import near_dedup
 from corpusclean.pipelines.base import Roles
 from corpusclean.pipelines.columns import BANDS, MINHASH, NORM_HASH, ROW_ID, TEXT_LEN
 from corpusclean.pipelines.near_dedup import (
@@ -21,9 +22,11 @@ from corpusclean.pipelines.near_dedup import (
     build_star_edges,
     driver_band_keys,
     driver_edge_jaccard,
+    driver_keys_and_signatures,
     driver_signatures,
     estimate_edge_jaccard,
     explode_band_keys,
+    signatures_of,
     star_edges_np,
 )
 
@@ -114,6 +117,15 @@ def test_star_edges_and_estimates_match_the_spark_steps(spark, frames) -> None:
     nodes = np.unique(np.concatenate([src, dst]))
     sig, found = driver_signatures(spark, candidates, nodes, nd.num_perm)
     assert found.all()
+    # The one collect of keys and every signature gives the same keys and signatures.
+    rids, keys, every, has = driver_keys_and_signatures(candidates, nd.minhash.bands, nd.num_perm)
+    by_rid = np.argsort(rids)
+    alone = driver_band_keys(candidates, nd.minhash.bands)
+    again = np.argsort(alone[0])
+    assert np.array_equal(rids[by_rid], alone[0][again])
+    assert np.array_equal(keys[by_rid], alone[1][again])
+    got_sig, got_found = signatures_of(nodes, rids, every, has)
+    assert np.array_equal(got_sig, sig) and np.array_equal(got_found, found)
     keep, est = driver_edge_jaccard(src, dst, nodes, sig, found)
     assert keep.all()
     spark_est = {
@@ -161,6 +173,39 @@ def test_driver_and_spark_paths_give_the_same_clusters_and_figures(
         assert same["verified_edges"] < same["candidate_pairs"]
     # The boilerplate copies cluster unless their buckets (12 members) are skipped.
     assert (same["largest_cluster"] == 12) == (params.get("max_bucket", 0) in (0, 12))
+
+
+def test_signatures_fetched_after_the_keys_give_the_same_clusters(
+    spark, frames, tmp_path: Path, monkeypatch
+) -> None:
+    """Above `SIGNATURES_WITH_KEYS` the edges' endpoints' signatures are a job of their own."""
+    together = _clusters(spark, frames, tmp_path / "together")
+    monkeypatch.setattr(near_dedup, "SIGNATURES_WITH_KEYS", 0)
+    apart = _clusters(spark, frames, tmp_path / "apart")
+    assert apart[0] == together[0]
+    assert {k: v for k, v in apart[1].items() if k not in PATH_FIGURES} == {
+        k: v for k, v in together[1].items() if k not in PATH_FIGURES
+    }
+
+
+def test_a_row_with_bands_but_no_signature_is_not_found(spark) -> None:
+    nd = NearDedupParams()
+    feats = MinHashFeature(nd.minhash).compute(pa.array(["a b c d e f g", "h i j k l m n"]))
+    sigs = feats[MINHASH].to_pylist()
+    table = pa.table(
+        {
+            ROW_ID: pa.array([9, 4], pa.int64()),
+            MINHASH: pa.array([sigs[0], None], feats[MINHASH].type),
+            BANDS: feats[BANDS],
+        }
+    )
+    candidates = spark.createDataFrame(table)
+    rids, _, every, has = driver_keys_and_signatures(candidates, nd.minhash.bands, nd.num_perm)
+    nodes = np.array([4, 9], np.int64)
+    sig, found = signatures_of(nodes, rids, every, has)
+    want_sig, want_found = driver_signatures(spark, candidates, nodes, nd.num_perm)
+    assert found.tolist() == want_found.tolist() == [False, True]
+    assert np.array_equal(sig[1], want_sig[1])
 
 
 def test_components_on_spark_when_verified_edges_exceed_the_cap(spark, frames, tmp_path) -> None:
