@@ -1,8 +1,9 @@
 """The pages in a real browser: headless Chromium opens report.html of a clean run and
 bench.html, takes a screenshot of each whole page, and logs what the page's console said.
 
-Chromium is a system package (Debian's `chromium`, which `.ci/run` installs). Where it is absent
-the tier is skipped, unless CORPUSCLEAN_REQUIRE_BROWSER=1 (CI sets it): then its absence fails.
+Chromium is a system package: Debian's `chromium-headless-shell` (which `.ci/run` installs) or
+the desktop `chromium`. Where neither is on PATH the tier is skipped, unless
+CORPUSCLEAN_REQUIRE_BROWSER=1 (CI sets it): then their absence fails.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ CHART_BLUE = (0x2E, 0x86, 0xC1)
 
 
 def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
+    for name in ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome"):
         found = shutil.which(name)
         if found:
             return found
     if os.environ.get("CORPUSCLEAN_REQUIRE_BROWSER") == "1":
         pytest.fail("CORPUSCLEAN_REQUIRE_BROWSER=1 but no chromium on PATH")
-    pytest.skip("no chromium on PATH (apt-get install chromium)")
+    pytest.skip("no chromium on PATH (apt-get install chromium-headless-shell)")
 
 
 def _browse(page: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
