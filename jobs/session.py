@@ -11,15 +11,18 @@ line that names that file. `--debug` leaves the JVM's output on the terminal.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import IO
 
+import pyarrow as pa
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
@@ -169,12 +172,47 @@ def build_session(
         _launch_jvm(settings, app_name)
     else:
         settings.update(console_progress(conf))
+    started = not under_spark_submit() and SparkContext._active_spark_context is None
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CORPUSCLEAN_SPARK_LOG_LEVEL", "WARN"))
+    if started:
+        start_python_workers(spark)
     return spark
+
+
+def _warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    # The modules every job's first Python stage unpickles its function from.
+    import corpusclean.pipelines.content
+    import corpusclean.pipelines.near_dedup  # noqa: F401
+
+    yield from batches
+
+
+def start_python_workers(spark: SparkSession) -> threading.Thread:
+    """Start a local run's Python workers, one a core, in the background.
+
+    The first Spark job that runs Python (clean's read pass) would otherwise start them itself:
+    the worker daemon, a worker a core, their imports, and the JVM's side of the Arrow hop,
+    about 2 s on two cores (bench/startup.py `first_job`). Started here, that overlaps the
+    driver's own work before that job (reading the input's schema, fingerprinting the input,
+    checking the config against it), and the job finds the workers idle, ready for reuse
+    (`spark.python.worker.reuse`). A plain thread's job belongs to no job group: it is not
+    one of the run's jobs. A failure here is left to the run's own first Python job to meet.
+    """
+    cores = max(1, spark.sparkContext.defaultParallelism)
+
+    def run() -> None:
+        # The session may stop first (a bad input found by the driver); the run's own first
+        # Python job reports any other failure.
+        with contextlib.suppress(Exception):
+            spark.range(cores, numPartitions=cores).mapInArrow(_warm, "id long").collect()
+
+    thread = threading.Thread(target=run, name="corpusclean-python-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 def count_jobs(spark: SparkSession, group: str) -> int:
