@@ -71,6 +71,7 @@ from corpusclean.jobs.session import (
     count_jobs,
     effective_settings,
     executor_facts,
+    run_together,
 )
 from corpusclean.pipelines.base import (
     Dedup,
@@ -883,17 +884,24 @@ def _write(
             wanted = F.col(quoted(id_col)).isin(sorted({str(r["kept"]) for r in near}))
             picked = F.struct(F.col(quoted(id_col)).alias("doc_id"), text.alias("text"))
             data = data.observe(survivors, F.collect_list(F.when(wanted, picked)).alias("kept"))
-        data.write.parquet(str(staging / "data"))
+        rejected = _rejected_rows(run, frames, decisions, bad_lines)
+        duplicates = build_duplicates_table(decisions, run.pipeline.dedups)
+        writes = [
+            lambda: data.write.parquet(str(staging / "data")),
+            lambda: rejected.write.parquet(str(staging / "rejected")),
+            lambda: duplicates.sortWithinPartitions("cluster_id", "doc_id").write.parquet(
+                str(staging / "duplicates")
+            ),
+        ]
+        if run.config.dedup.index:
+            writes.append(lambda: _write_index(run, decisions, staging))
+        # Independent writes, each its own job: planned and run side by side, the driver's
+        # planning of one overlapping the tasks of another.
+        run_together(writes)
         if near:
             removed = {int(r["rid"]): r["text"] for r in found.get.get("near") or []}
             kept_texts = {r["doc_id"]: r["text"] for r in survivors.get.get("kept") or []}
             run.examples["near"] = _near_pairs(run, near, removed, kept_texts)
-        _rejected_rows(run, frames, decisions, bad_lines).write.parquet(str(staging / "rejected"))
-        build_duplicates_table(decisions, run.pipeline.dedups).sortWithinPartitions(
-            "cluster_id", "doc_id"
-        ).write.parquet(str(staging / "duplicates"))
-        if run.config.dedup.index:
-            _write_index(run, decisions, staging)
         st.rows_out = run.output_rows
     run.stage(Stage("write", run.output_rows, run.output_rows, st.seconds))
     run.checkpoint(_WRITE_ORDER, "write")

@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import IO
@@ -213,6 +213,45 @@ def start_python_workers(spark: SparkSession) -> threading.Thread:
     thread = threading.Thread(target=run, name="corpusclean-python-workers", daemon=True)
     thread.start()
     return thread
+
+
+def run_together(actions: Sequence[Callable[[], object]]) -> None:
+    """Run `actions` (independent Spark actions, such as the writes of one stage) at once: the
+    first in this thread, each other in a thread of its own that inherits this thread's local
+    properties (job group and description, so its jobs count as the run's and the stage's).
+
+    A local run's small jobs are mostly the driver's planning, one query at a time per thread;
+    side by side, one query's planning overlaps another's tasks. Returns when all are done;
+    raises the exception of the first action (in the given order) that raised one.
+    """
+    from pyspark.util import InheritableThread
+
+    errors: list[BaseException | None] = [None] * len(actions)
+
+    def guarded(i: int) -> Callable[[], None]:
+        def body() -> None:
+            try:
+                actions[i]()
+            except BaseException as exc:  # re-raised in the caller's thread below
+                errors[i] = exc
+
+        return body
+
+    threads = [
+        InheritableThread(target=guarded(i), name=f"corpusclean-action-{i}", daemon=True)
+        for i in range(1, len(actions))
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        if actions:
+            guarded(0)()
+    finally:
+        for thread in threads:
+            thread.join()
+    for exc in errors:
+        if exc is not None:
+            raise exc
 
 
 def count_jobs(spark: SparkSession, group: str) -> int:
