@@ -18,9 +18,9 @@ estimates (the same float arithmetic) and clusters.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +31,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    ByteType,
     DoubleType,
     IntegerType,
     LongType,
+    ShortType,
+    StringType,
     StructField,
     StructType,
 )
@@ -311,11 +314,12 @@ def compute_exact_edge_jaccard(
 
 def _components_frame(
     spark: SparkSession, src: np.ndarray, dst: np.ndarray
-) -> tuple[DataFrame, dict[str, int]]:
-    """Union-find over verified edges held on the driver: the `node, component` frame, and the
+) -> tuple[DataFrame, dict[str, int], np.ndarray, np.ndarray]:
+    """Union-find over verified edges held on the driver: the `node, component` frame, the
     sizes of the components (`clusters`, `largest`, `members`: of the batch's rows, every
     component has two or more nodes, since every node is an end of an edge between two; and
-    `removed`, `prior_clusters` for clusters that reach a prior document)."""
+    `removed`, `prior_clusters` for clusters that reach a prior document), and the frame's
+    two columns as arrays."""
     nodes, labels = union_find_components(src, dst)
     schema = StructType(
         [StructField("node", LongType(), False), StructField("component", LongType(), False)]
@@ -334,7 +338,7 @@ def _components_frame(
         "removed": int(counts.sum() - (~with_prior).sum()),
         "prior_clusters": int(with_prior.sum()),
     }
-    return spark.createDataFrame(frame.to_pandas(), schema), sizes
+    return spark.createDataFrame(frame.to_pandas(), schema), sizes, nodes, labels_np
 
 
 def _components_on_driver(spark: SparkSession, edges: DataFrame) -> DataFrame:
@@ -345,6 +349,57 @@ def _components_on_driver(spark: SparkSession, edges: DataFrame) -> DataFrame:
     table = edges.select("src", "dst").toArrow()
     src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
     return _components_frame(spark, src, dst)[0]
+
+
+# Id types whose order on the driver is Spark's: a string by its code points (Spark compares
+# the UTF-8 bytes, unsigned, which orders the same), an integer by its value.
+_INTEGERS = (LongType, IntegerType, ShortType, ByteType)
+_DRIVER_ORDERED_IDS = (StringType, *_INTEGERS)
+
+
+def driver_longest_survivors(
+    nodes: np.ndarray, labels: np.ndarray, members: pa.Table, id_col: str
+) -> tuple[np.ndarray, list[Any]]:
+    """`choose_cluster_survivors` for keep `longest` without prior documents, on the driver:
+    the `_rid` of every member of every component of two or more `nodes` (component `labels`)
+    and its cluster's id, the doc_id of the member first in `survivor_order` (longest text,
+    then smallest content hash, then smallest doc_id; nulls last).
+
+    `members`: `_rid`, `id_col`, `_text_len` and `_norm_hash` of the nodes (a node it lacks
+    is no member, as the inner join leaves it out). Row ids come back in ascending order.
+    """
+    comps, counts = np.unique(labels, return_counts=True)
+    sized = np.isin(labels, comps[counts > 1])
+    component = dict(zip(nodes[sized].tolist(), labels[sized].tolist(), strict=True))
+    rids = members.column(ROW_ID).to_pylist()
+    ids = members.column(id_col).to_pylist()
+    lengths = members.column(TEXT_LEN).to_pylist()
+    hashes = members.column(NORM_HASH).to_pylist()
+    best: dict[int, tuple[tuple[Any, ...], Any]] = {}
+    kept: list[tuple[int, int]] = []
+    for rid, doc, length, digest in zip(rids, ids, lengths, hashes, strict=True):
+        label = component.get(rid)
+        if label is None:
+            continue
+        kept.append((rid, label))
+        # desc_nulls_last on the length, asc_nulls_last on the hash and the doc_id. Each
+        # value follows its null flag, so two values are compared only when neither is null.
+        key = (
+            length is None,
+            None if length is None else -length,
+            digest is None,
+            digest,
+            doc is None,
+            doc,
+        )
+        held = best.get(label)
+        if held is None or key < held[0]:
+            best[label] = (key, doc)
+    kept.sort()
+    return (
+        np.fromiter((rid for rid, _ in kept), dtype=np.int64, count=len(kept)),
+        [best[label][1] for _, label in kept],
+    )
 
 
 def _id_frame(spark: SparkSession, ids: np.ndarray) -> DataFrame:
@@ -372,14 +427,32 @@ def _band_keys(table: pa.Table, bands: int) -> tuple[np.ndarray, np.ndarray]:
     return rids, flat.reshape(rids.size, bands)
 
 
+class DriverRows(NamedTuple):
+    """What `driver_keys_and_signatures` brings: the rows' ids and band keys
+    (`driver_band_keys`), their signatures and which had one, and `carried`: `_rid` and the
+    columns asked for, of the same rows in the same order."""
+
+    rids: np.ndarray
+    keys: np.ndarray
+    sig: np.ndarray
+    found: np.ndarray
+    carried: pa.Table
+
+
 def driver_keys_and_signatures(
-    candidates: DataFrame, bands: int, num_perm: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    candidates: DataFrame, bands: int, num_perm: int, carry: Sequence[str] = ()
+) -> DriverRows:
     """`driver_band_keys` and, in the same collect, each of those rows' `_minhash`: an
-    (n, num_perm) uint32 matrix in the order of the row ids, and which rows had one. For
-    inputs small enough to bring every signature (4 * num_perm bytes a row): one job where
-    `driver_band_keys` and `driver_signatures` are two, with the same keys and signatures."""
-    table = candidates.filter(F.col(BANDS).isNotNull()).select(ROW_ID, BANDS, MINHASH).toArrow()
+    (n, num_perm) uint32 matrix in the order of the row ids, and which rows had one, with the
+    `carry` columns beside. For inputs small enough to bring every signature (4 * num_perm
+    bytes a row): one job where `driver_band_keys` and `driver_signatures` are two, with the
+    same keys and signatures."""
+    extra = [c for c in dict.fromkeys(carry) if c not in (ROW_ID, BANDS, MINHASH)]
+    table = (
+        candidates.filter(F.col(BANDS).isNotNull())
+        .select(ROW_ID, BANDS, MINHASH, *[F.col(f"`{c}`") for c in extra])
+        .toArrow()
+    )
     rids, keys = _band_keys(table, bands)
     column = table.column(MINHASH)
     found = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
@@ -391,7 +464,7 @@ def driver_keys_and_signatures(
         _, data = value_buffers(filled, relative=True)
         sig[start : start + len(chunk)] = data.view("<u4").reshape(len(chunk), num_perm)
         start += len(chunk)
-    return rids, keys, sig, found
+    return DriverRows(rids, keys, sig, found, table.select([ROW_ID, *extra]))
 
 
 def signatures_of(
@@ -574,6 +647,9 @@ class _Edges:
     exact: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # The nodes' signatures and which had one, when the band keys' collect brought them.
     signatures: tuple[np.ndarray, np.ndarray] | None = None
+    # `_rid` and the survivor order's columns of rows that include every node, when the band
+    # keys' collect brought them (`NearDedup._driver_order_columns`).
+    members: pa.Table | None = None
 
 
 @dataclass
@@ -590,6 +666,11 @@ class _Cross:
 # row's signature comes with its band keys in one collect: a job less than fetching the
 # edges' endpoints' signatures after, at the cost of bringing the rows no edge reaches.
 SIGNATURES_WITH_KEYS = 8_000_000
+
+# Up to this many members of the driver path's clusters, their survivors are chosen on the
+# driver: their row id, doc_id, text length and content hash (about 70 bytes a member) come in
+# one collect.
+DRIVER_SURVIVORS_MAX = 1_000_000
 
 # Up to this many band keys of the batch (rows x bands), they are broadcast to the join with an
 # index's band keys (16 bytes a key, 64 MB): the index's keys are then read once, unshuffled.
@@ -638,9 +719,13 @@ class NearDedup(Dedup):
         if nd.driver_max_keys == 0 or run.rows_in * bands > nd.driver_max_keys:
             pairs = build_star_edges(explode_band_keys(candidates), nd.max_bucket)
             return self._spark_clusters(candidates, run, pairs, "spark", timer)
-        signed = None
+        signed = members = None
         if nd.verify and run.rows_in * nd.num_perm <= SIGNATURES_WITH_KEYS:
-            rids, keys, *signed = driver_keys_and_signatures(candidates, bands, nd.num_perm)
+            order = self._driver_order_columns(candidates)
+            got = driver_keys_and_signatures(candidates, bands, nd.num_perm, order or ())
+            rids, keys, signed = got.rids, got.keys, (got.sig, got.found)
+            # Every node is a row with bands: the survivors' order columns came with the keys.
+            members = got.carried if order else None
         else:
             rids, keys = driver_band_keys(candidates, bands)
         src, dst = star_edges_np(rids, keys, nd.max_bucket)
@@ -652,6 +737,7 @@ class NearDedup(Dedup):
             frame = run.spark.createDataFrame(pa.table({"src": src, "dst": dst}))
             return self._spark_clusters(candidates, run, frame, "driver", timer)
         edges = _Edges(src, dst, nodes)
+        edges.members = members
         if signed is not None:
             edges.signatures = signatures_of(nodes, rids, *signed)
         return self._driver_clusters(candidates, run, edges, timer)
@@ -776,9 +862,11 @@ class NearDedup(Dedup):
         ok = edges.jaccard >= nd.threshold if edges.jaccard is not None else slice(None)
         src, dst = edges.src[ok], edges.dst[ok]
         counts = {"pairs": edges.src.size, "verified": src.size, "exact": int(edges.exact.sum())}
-        components, known = _components_frame(run.spark, *self._with_cross(src, dst))
+        components, sizes, nodes, labels = _components_frame(run.spark, *self._with_cross(src, dst))
         timer.lap("components")
-        clusters, sizes = self._survivors(components, candidates, run, known)
+        clusters = self._driver_survivors(nodes, labels, candidates, run, edges.members)
+        if clusters is None:
+            clusters, sizes = self._survivors(components, candidates, run, sizes)
         timer.lap("survivors")
         figures = self._figures(counts, sizes, "union_find", "driver")
         figures["seconds"] = timer.seconds
@@ -878,6 +966,59 @@ class NearDedup(Dedup):
             F.coalesce("exact_jaccard", "jaccard").alias("jaccard"),
             F.col("exact_jaccard").isNotNull().alias("exact"),
         )
+
+    def _driver_order_columns(self, candidates: DataFrame) -> list[str] | None:
+        """The columns `driver_longest_survivors` orders the members by (doc_id, text length,
+        content hash), where the survivors can be chosen on the driver: None for another keep
+        rule, with prior documents (their own order decides), or for an id type whose order
+        Python does not share with Spark."""
+        roles = self.roles
+        if self.keep != "longest" or self._cross is not None:
+            return None
+        if TEXT_LEN not in candidates.columns or NORM_HASH not in candidates.columns:
+            return None
+        schema = candidates.schema
+        if not isinstance(schema[roles.id].dataType, _DRIVER_ORDERED_IDS):
+            return None
+        if not isinstance(schema[TEXT_LEN].dataType, _INTEGERS):
+            return None
+        if not isinstance(schema[NORM_HASH].dataType, (BinaryType, *_INTEGERS)):
+            return None
+        return [roles.id, TEXT_LEN, NORM_HASH]
+
+    def _driver_survivors(
+        self,
+        nodes: np.ndarray,
+        labels: np.ndarray,
+        candidates: DataFrame,
+        run: StageRun,
+        members: pa.Table | None,
+    ) -> DataFrame | None:
+        """The clusters' survivors chosen on the driver (`driver_longest_survivors`), as the
+        `_rid, cluster_id` frame `_survivors` writes, without its window over the components
+        and its write: from `members` (rows the band keys' collect brought), else from one
+        small collect of the nodes' order columns. None where the driver does not choose
+        (`_driver_order_columns`) or the nodes are too many to bring: `_survivors` then."""
+        order = self._driver_order_columns(candidates)
+        if order is None or nodes.size > DRIVER_SURVIVORS_MAX:
+            return None
+        if members is None:
+            members = (
+                candidates.join(_id_frame(run.spark, nodes), ROW_ID, "left_semi")
+                .select(ROW_ID, *[F.col(f"`{c}`") for c in order])
+                .toArrow()
+            )
+        else:
+            members = members.filter(pc.is_in(members.column(ROW_ID), pa.array(nodes)))
+        id_col = self.roles.id
+        rids, ids = driver_longest_survivors(nodes, labels, members, id_col)
+        id_type = candidates.schema[id_col].dataType
+        arrow_id = pa.string() if isinstance(id_type, StringType) else pa.int64()
+        table = pa.table(
+            {ROW_ID: pa.array(rids, pa.int64()), "cluster_id": pa.array(ids, arrow_id)}
+        )
+        frame = run.spark.createDataFrame(table)
+        return frame.select(ROW_ID, F.col("cluster_id").cast(id_type).alias("cluster_id"))
 
     def _survivors(
         self,

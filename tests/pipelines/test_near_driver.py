@@ -9,17 +9,20 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from corpusclean.pipelines import near_dedup
 from corpusclean.pipelines.base import Roles
 from corpusclean.pipelines.columns import BANDS, MINHASH, NORM_HASH, ROW_ID, TEXT_LEN
+from corpusclean.pipelines.dedup import survivor_order
 from corpusclean.pipelines.near_dedup import (
     MinHashFeature,
     NearDedup,
     NearDedupParams,
     build_star_edges,
+    choose_cluster_survivors,
     driver_band_keys,
     driver_edge_jaccard,
     driver_keys_and_signatures,
@@ -118,7 +121,9 @@ def test_star_edges_and_estimates_match_the_spark_steps(spark, frames) -> None:
     sig, found = driver_signatures(spark, candidates, nodes, nd.num_perm)
     assert found.all()
     # The one collect of keys and every signature gives the same keys and signatures.
-    rids, keys, every, has = driver_keys_and_signatures(candidates, nd.minhash.bands, nd.num_perm)
+    rids, keys, every, has, _ = driver_keys_and_signatures(
+        candidates, nd.minhash.bands, nd.num_perm
+    )
     by_rid = np.argsort(rids)
     alone = driver_band_keys(candidates, nd.minhash.bands)
     again = np.argsort(alone[0])
@@ -200,7 +205,7 @@ def test_a_row_with_bands_but_no_signature_is_not_found(spark) -> None:
         }
     )
     candidates = spark.createDataFrame(table)
-    rids, _, every, has = driver_keys_and_signatures(candidates, nd.minhash.bands, nd.num_perm)
+    rids, _, every, has, _ = driver_keys_and_signatures(candidates, nd.minhash.bands, nd.num_perm)
     nodes = np.array([4, 9], np.int64)
     sig, found = signatures_of(nodes, rids, every, has)
     want_sig, want_found = driver_signatures(spark, candidates, nodes, nd.num_perm)
@@ -214,3 +219,71 @@ def test_components_on_spark_when_verified_edges_exceed_the_cap(spark, frames, t
     assert capped[1]["components_method"] == "large_small_star"
     assert capped[1]["candidates_method"] == "driver"
     assert capped[0] == driver[0]
+
+
+def _window_survivors(
+    spark: SparkSession, nodes: list[int], labels: list[int], members: pa.Table, id_col: str
+) -> list[tuple[int, Any]]:
+    components = spark.createDataFrame(
+        pa.table({"node": pa.array(nodes, pa.int64()), "component": pa.array(labels, pa.int64())})
+    )
+    order = survivor_order("longest", id_col, row_hash_col=None)
+    chosen = choose_cluster_survivors(components, spark.createDataFrame(members), id_col, order)
+    return sorted((r[ROW_ID], r["cluster_id"]) for r in chosen.collect())
+
+
+@pytest.mark.parametrize("ids", ["strings", "integers"])
+def test_survivors_chosen_on_the_driver_are_the_windows_choice(spark, ids: str) -> None:
+    """Ties on the length go to the smaller hash (unsigned bytes), then the smaller doc_id
+    (code point order: Spark's UTF-8 byte order); nulls sort last on each; a singleton
+    component has no cluster, and a node with no row is no member."""
+    names = ["b", "a", "é", "z", "ａ", "😀", "Z", None, "m", "k", "q", "r", "s"]
+    doc_ids: list[Any] = (
+        names if ids == "strings" else [None if n is None else 900 - i for i, n in enumerate(names)]
+    )
+    # rid:          1     2     3     4     5     6       7     8     9     10    11    12    13
+    lengths = [50, 50, 50, None, 49, 50, 50, 50, 7, 7, None, None, 3]
+    hashes = [b"\x80", b"\x80", b"\x7f", b"\x00", b"\x00", None, b"\x7f", b"\x7f", b"a", b"a"]
+    hashes += [b"b", b"a", b"c"]
+    rids = list(range(1, 14))
+    members = pa.table(
+        {
+            ROW_ID: pa.array(rids, pa.int64()),
+            "doc_id": pa.array(doc_ids, pa.string() if ids == "strings" else pa.int64()),
+            TEXT_LEN: pa.array(lengths, pa.int64()),
+            NORM_HASH: pa.array(hashes, pa.binary()),
+        }
+    )
+    # Components: {1..8} (length ties, hash ties with unsigned bytes, a null id, a null
+    # length, a null hash), {9, 10} (a full tie but the id), {11, 12} (null lengths), {13}
+    # alone, and {13, 99}: 99 has no row.
+    nodes = [*range(1, 14), 99]
+    labels = [1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 11, 11, 13, 13]
+    got_rids, got_ids = near_dedup.driver_longest_survivors(
+        np.array(nodes, np.int64), np.array(labels, np.int64), members, "doc_id"
+    )
+    want = _window_survivors(spark, nodes, labels, members, "doc_id")
+    assert list(zip(got_rids.tolist(), got_ids, strict=True)) == want
+    # Each component's survivor is the one the rules above name.
+    by_rid = dict(want)
+    if ids == "strings":
+        assert by_rid[1] == "Z" and by_rid[9] == "k" and by_rid[11] == "r" and by_rid[13] == "s"
+    assert [r for r, _ in want] == [*range(1, 14)]
+
+
+def test_the_driver_chooses_survivors_only_where_its_order_is_sparks(
+    spark, frames, tmp_path: Path
+) -> None:
+    """The driver path chooses the survivors itself (no `clusters` frame written) for keep
+    `longest`, with the Spark path's clusters; another keep rule, or an id type whose order
+    Python does not share with Spark, is left to the window."""
+    driver = _clusters(spark, frames, tmp_path / "driver")
+    assert not (tmp_path / "driver" / "clusters").exists()
+    on_spark = _clusters(spark, frames, tmp_path / "spark", driver_max_keys=0)
+    assert (tmp_path / "spark" / "clusters").exists()
+    assert driver[0] == on_spark[0]
+    candidates = frames[0]
+    newest = NearDedup(NearDedupParams(keep="newest"), Roles())
+    assert newest._driver_order_columns(candidates) is None
+    float_ids = candidates.withColumn("doc_id", F.col(ROW_ID).cast("double"))
+    assert NearDedup(NearDedupParams(), Roles())._driver_order_columns(float_ids) is None
