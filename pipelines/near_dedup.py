@@ -9,10 +9,11 @@ the signatures, so a chance band collision cannot chain unrelated documents into
 When the band keys fit the driver (`driver_max_keys`), the same edges are found there instead:
 the row ids and band keys are collected (integers only), each band is sorted in numpy, and the
 endpoints' signatures are fetched by one semi-join and compared there too (on a small input,
-every row's signature comes with the keys, in the same collect). Only the texts of the
-few edges near the threshold and the survivors' ordering stay Spark jobs, so the stage is a
-handful of jobs instead of a shuffle and a write per step; both paths give the same edges,
-estimates (the same float arithmetic) and clusters.
+every row's signature comes with the keys, in the same collect). The clusters' survivors are
+chosen there too where Python orders the rows as Spark does (keep `longest`, no prior index, a
+string or integer doc_id). Only the texts of the few edges near the threshold stay Spark jobs,
+so the stage is a handful of jobs instead of a shuffle and a write per step; both paths give
+the same edges, estimates (the same float arithmetic) and clusters.
 """
 
 from __future__ import annotations
@@ -1002,16 +1003,19 @@ class NearDedup(Dedup):
         order = self._driver_order_columns(candidates)
         if order is None or nodes.size > DRIVER_SURVIVORS_MAX:
             return None
-        if members is None:
-            members = (
-                candidates.join(_id_frame(run.spark, nodes), ROW_ID, "left_semi")
-                .select(ROW_ID, *[F.col(f"`{c}`") for c in order])
-                .toArrow()
-            )
-        else:
-            members = members.filter(pc.is_in(members.column(ROW_ID), pa.array(nodes)))
         id_col = self.roles.id
-        rids, ids = driver_longest_survivors(nodes, labels, members, id_col)
+        if not nodes.size:  # no verified edge: no cluster, and nothing to fetch
+            rids, ids = np.zeros(0, np.int64), []
+        else:
+            if members is None:
+                members = (
+                    candidates.join(_id_frame(run.spark, nodes), ROW_ID, "left_semi")
+                    .select(ROW_ID, *[F.col(f"`{c}`") for c in order])
+                    .toArrow()
+                )
+            else:
+                members = members.filter(pc.is_in(members.column(ROW_ID), pa.array(nodes)))
+            rids, ids = driver_longest_survivors(nodes, labels, members, id_col)
         id_type = candidates.schema[id_col].dataType
         arrow_id = pa.string() if isinstance(id_type, StringType) else pa.int64()
         table = pa.table(
