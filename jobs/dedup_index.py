@@ -11,10 +11,12 @@ Layout of an index folder:
   `hash` (16-byte BLAKE2b of the normalised text) and `sig` (num_perm little-endian uint32,
   null for a document with no shingle). The doc_id and exact joins read one column of it; the
   signatures are read only for the prior end of a candidate pair;
-- `bands/`: one row per (document, band): `band` (int), `key` (int64), `ix`, sorted by band and
-  key. The candidate join reads only these three integer columns, never a signature or an id.
-  The folder is not split by band: every join needs every band, and a folder per band would
-  multiply the files by the band count for no read saved.
+- `bands/`: one row per (document, band): `band` (int), `key` (int64), `ix`, in the documents'
+  order. The candidate join reads only these three integer columns, never a signature or an
+  id, and every row of them: no order or split of the folder lets it skip one. So the rows are
+  not sorted (a document's rows sit together, sharing an `ix`, which compresses) and the
+  folder is not split by band (a folder per band would multiply the files by the band count
+  for no read saved).
 """
 
 from __future__ import annotations
@@ -119,9 +121,12 @@ def write_index(
         rows = features.filter(F.col(BANDS).isNotNull()).select(
             F.col(ROW_ID).alias(IX), F.posexplode(F.col(BANDS)).alias(BAND, KEY)
         )
-        rows.select(F.col(BAND).cast("int").alias(BAND), KEY, IX).sortWithinPartitions(
-            BAND, KEY
-        ).write.mode("overwrite").parquet(bands_path)
+        # Not sorted by key: the join reads every row anyway. At 100k documents a sort made
+        # this write 2-5x slower (1.5-4 s against 0.7 s) and the folder larger (20 MB against
+        # 13 MB): sorted, a document's rows are scattered, and `ix` no longer comes in runs.
+        rows.select(F.col(BAND).cast("int").alias(BAND), KEY, IX).write.mode("overwrite").parquet(
+            bands_path
+        )
     else:
         features.sparkSession.createDataFrame([], BANDS_SCHEMA).write.mode("overwrite").parquet(
             bands_path
