@@ -313,24 +313,19 @@ def compute_exact_edge_jaccard(
     return pairs.mapInArrow(_exact_batches(params), schema)
 
 
-def _components_frame(
-    spark: SparkSession, src: np.ndarray, dst: np.ndarray
-) -> tuple[DataFrame, dict[str, int], np.ndarray, np.ndarray]:
-    """Union-find over verified edges held on the driver: the `node, component` frame, the
-    sizes of the components (`clusters`, `largest`, `members`: of the batch's rows, every
-    component has two or more nodes, since every node is an end of an edge between two; and
-    `removed`, `prior_clusters` for clusters that reach a prior document), and the frame's
-    two columns as arrays."""
-    nodes, labels = union_find_components(src, dst)
-    schema = StructType(
-        [StructField("node", LongType(), False), StructField("component", LongType(), False)]
-    )
-    frame = pa.table({"node": pa.array(np.asarray(nodes, np.int64)), "component": pa.array(labels)})
-    nodes = np.asarray(nodes, np.int64)
-    labels_np = np.asarray(labels)
+def _driver_components(
+    src: np.ndarray, dst: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Union-find over verified edges held on the driver: each node (int64) with its component
+    label, and the sizes of the components (`clusters`, `largest`, `members`: of the batch's
+    rows, every component has two or more nodes, since every node is an end of an edge between
+    two; and `removed`, `prior_clusters` for clusters that reach a prior document)."""
+    found, found_labels = union_find_components(src, dst)
+    nodes = np.asarray(found, np.int64)
+    labels = np.asarray(found_labels)
     new = nodes >= 0  # prior documents (clean --against) are negative nodes
-    comps, counts = np.unique(labels_np[new], return_counts=True)
-    with_prior = np.isin(comps, labels_np[~new])
+    comps, counts = np.unique(labels[new], return_counts=True)
+    with_prior = np.isin(comps, labels[~new])
     sizes = {
         "clusters": int(counts.size),
         "largest": int(counts.max()) if counts.size else 0,
@@ -339,7 +334,19 @@ def _components_frame(
         "removed": int(counts.sum() - (~with_prior).sum()),
         "prior_clusters": int(with_prior.sum()),
     }
-    return spark.createDataFrame(frame.to_pandas(), schema), sizes, nodes, labels_np
+    return nodes, labels, sizes
+
+
+def _components_frame(spark: SparkSession, nodes: np.ndarray, labels: np.ndarray) -> DataFrame:
+    """The `node, component` frame of `_driver_components`' arrays (for the Spark window that
+    chooses survivors; the driver's own choice needs no frame)."""
+    schema = StructType(
+        [StructField("node", LongType(), False), StructField("component", LongType(), False)]
+    )
+    frame = pa.table(
+        {"node": pa.array(nodes, pa.int64()), "component": pa.array(labels, pa.int64())}
+    )
+    return spark.createDataFrame(frame.to_pandas(), schema)
 
 
 def _components_on_driver(spark: SparkSession, edges: DataFrame) -> DataFrame:
@@ -349,7 +356,8 @@ def _components_on_driver(spark: SparkSession, edges: DataFrame) -> DataFrame:
     """
     table = edges.select("src", "dst").toArrow()
     src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
-    return _components_frame(spark, src, dst)[0]
+    nodes, labels, _ = _driver_components(src, dst)
+    return _components_frame(spark, nodes, labels)
 
 
 # Id types whose order on the driver is Spark's: a string by its code points (Spark compares
@@ -863,10 +871,11 @@ class NearDedup(Dedup):
         ok = edges.jaccard >= nd.threshold if edges.jaccard is not None else slice(None)
         src, dst = edges.src[ok], edges.dst[ok]
         counts = {"pairs": edges.src.size, "verified": src.size, "exact": int(edges.exact.sum())}
-        components, sizes, nodes, labels = _components_frame(run.spark, *self._with_cross(src, dst))
+        nodes, labels, sizes = _driver_components(*self._with_cross(src, dst))
         timer.lap("components")
         clusters = self._driver_survivors(nodes, labels, candidates, run, edges.members)
         if clusters is None:
+            components = _components_frame(run.spark, nodes, labels)
             clusters, sizes = self._survivors(components, candidates, run, sizes)
         timer.lap("survivors")
         figures = self._figures(counts, sizes, "union_find", "driver")
