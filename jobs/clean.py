@@ -812,6 +812,7 @@ def _run_unit(
         else:
             marked = decisions
             for step in unit:
+                step.batch_rows = rows_in
                 marked = marked.transform(step.mark)
         counted = Observation(f"dedup-{head.name}")
         names = [s.name for s in unit]

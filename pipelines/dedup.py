@@ -198,7 +198,9 @@ class DocIdDedup(Dedup):
     def mark(self, df: DataFrame) -> DataFrame:
         if self.priors:
             # A doc_id already published names that document: the new row goes.
-            df = mark_prior_matches(df, self.priors, self.roles.id, DOC_ID, self.name, None)
+            df = mark_prior_matches(
+                df, self.priors, self.roles.id, DOC_ID, self.name, None, self.batch_rows
+            )
         order = survivor_order(self.keep, self.roles.id, timestamp_col=self.roles.timestamp)
         return mark_doc_id_duplicates(df, self.roles.id, order, self.name)
 
@@ -232,7 +234,9 @@ class ExactDedup(Dedup):
     def mark(self, df: DataFrame) -> DataFrame:
         if self.priors:
             # The same normalised content already published: the new row goes.
-            df = mark_prior_matches(df, self.priors, NORM_HASH, HASH, self.name, EXACT_CLUSTER)
+            df = mark_prior_matches(
+                df, self.priors, NORM_HASH, HASH, self.name, EXACT_CLUSTER, self.batch_rows
+            )
         order = survivor_order(
             self.keep, self.roles.id, timestamp_col=self.roles.timestamp, row_hash_col=None
         )

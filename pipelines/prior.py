@@ -58,16 +58,24 @@ def prior_node(order: int, ix: int) -> int:
     return -1 - ((order << _ORDER_SHIFT) + ix)
 
 
+# Up to this many rows in the batch, its keys (doc_ids, content hashes) are broadcast to the
+# scan of an index's docs/, and the matches back to the batch: the index's column is read once
+# and nothing is shuffled. Left to Spark, the semi-join of a 100k-row batch with a 780k-document
+# index shuffled the whole index (its size is known, the batch's distinct keys' is not).
+# A million doc_ids of ~60 bytes is a ~60 MB broadcast.
+BROADCAST_ROWS = 1_000_000
+
+
 def _first_match(
-    priors: Sequence[PriorIndex], key: str, alias: str, wanted: DataFrame
+    priors: Sequence[PriorIndex], key: str, alias: str, wanted: DataFrame, broadcast: bool
 ) -> DataFrame:
     """Per value of the docs' column `key` that `wanted` (`alias`) holds, the prior document
     it names first: the earliest index in `--against` order, then the smallest doc_id
     (deterministic for repeated values). Returns `alias, __prior_id, __against`.
 
-    The index's rows are first narrowed to the batch's values by a semi-join, which Spark
-    turns into a broadcast when the batch's values are few: the index's column is then read
-    once and never shuffled."""
+    The index's rows are first narrowed to the batch's values by a semi-join; with
+    `broadcast`, on the batch's values sent to every task (repeats do not matter to a
+    semi-join), so the index's column is read once and never shuffled."""
     parts = [
         p.docs.select(
             F.col(key).alias(alias),
@@ -80,8 +88,9 @@ def _first_match(
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
+    keys = F.broadcast(wanted) if broadcast else wanted.distinct()
     return (
-        union.join(wanted, alias, "left_semi")
+        union.join(keys, alias, "left_semi")
         .groupBy(alias)
         .agg(F.min("m").alias("m"))
         .select(alias, F.col("m.id").alias("__prior_id"), F.col("m.n").alias("__against"))
@@ -95,16 +104,24 @@ def mark_prior_matches(
     key: str,
     stage: str,
     cluster_col: str | None,
+    batch_rows: int | None = None,
 ) -> DataFrame:
     """Remove the live rows whose column `on` equals a prior document's `key` (doc_id, hash).
 
     Reads `_stage`, `on`; sets `_stage = stage` and `_against` (the index's name) on the live
     rows that match, and, with `cluster_col`, the matching prior's doc_id there. Rows that
-    match nothing are left as they are for the stage's own dedup.
+    match nothing are left as they are for the stage's own dedup. `batch_rows`: the rows of
+    `df` when known; up to `BROADCAST_ROWS` its keys and matches are broadcast.
     """
     alias = "__prior_key"
-    wanted = df.filter(F.col(STAGE).isNull() & F.col(on).isNotNull()).select(F.col(on).alias(alias))
-    matches = _first_match(priors, key, alias, wanted.distinct())
+    broadcast = batch_rows is not None and batch_rows <= BROADCAST_ROWS
+    # Every row's key, not only the live rows': the live ones are those an earlier stage's
+    # window left, and asking for them would compute that window a second time for the keys
+    # alone. A removed row's match is never used (`hit` below).
+    wanted = df.filter(F.col(on).isNotNull()).select(F.col(on).alias(alias))
+    matches = _first_match(priors, key, alias, wanted, broadcast)
+    if broadcast:
+        matches = F.broadcast(matches)  # at most one row per key of the batch
     joined = df.join(matches, df[on] == matches[alias], "left").drop(alias)
     hit = F.col(STAGE).isNull() & F.col("__prior_id").isNotNull()
     against = F.col(AGAINST) if AGAINST in df.columns else F.lit(None).cast("string")
