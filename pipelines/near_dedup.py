@@ -289,18 +289,24 @@ def _exact_batches(params: MinHashParams) -> Any:
 
 
 def compute_exact_edge_jaccard(
-    edges: DataFrame, texts: DataFrame, text_col: str, params: MinHashParams
+    edges: DataFrame,
+    texts: DataFrame,
+    text_col: str,
+    params: MinHashParams,
+    dst_texts: DataFrame | None = None,
 ) -> DataFrame:
     """Exact Jaccard of the shingle sets of each edge's two documents.
 
-    Reads `src, dst` of `edges` and `_rid`, `text_col` of `texts`; returns
-    `src, dst, exact_jaccard`. Meant for the few edges whose estimate is too close to the
-    threshold to trust: it moves both texts of every edge it is given.
+    Reads `src, dst` of `edges` and `_rid`, `text_col` of `texts` (of `dst_texts` for the
+    `dst` ends when given: edges whose two ends come from different places, each read once);
+    returns `src, dst, exact_jaccard`. Meant for the few edges whose estimate is too close to
+    the threshold to trust: it moves both texts of every edge it is given.
     """
     text = texts.select(F.col(ROW_ID), F.col(text_col).alias("t"))
+    other = text if dst_texts is None else dst_texts.select(ROW_ID, F.col(text_col).alias("t"))
     pairs = (
         edges.join(text.withColumnsRenamed({ROW_ID: "src", "t": "text_src"}), "src")
-        .join(text.withColumnsRenamed({ROW_ID: "dst", "t": "text_dst"}), "dst")
+        .join(other.withColumnsRenamed({ROW_ID: "dst", "t": "text_dst"}), "dst")
         .select("src", "dst", "text_src", "text_dst")
     )
     schema = StructType(
@@ -822,12 +828,15 @@ class NearDedup(Dedup):
         )
         who = pa.table({ROW_ID: pa.array(ends, pa.int64()), "__doc": pa.array(docs, pa.string())})
         old_rows = F.broadcast(run.spark.createDataFrame(who)).join(old, "__doc")
-        texts = new.unionByName(old_rows.select(ROW_ID, text_col).dropDuplicates([ROW_ID]))
+        old_texts = old_rows.select(ROW_ID, text_col).dropDuplicates([ROW_ID])
         pairs = run.spark.createDataFrame(
             pa.table({"src": pa.array(src[close]), "dst": pa.array(dst[close])})
         )
+        # Every `src` is a row of the batch and every `dst` a prior document: each side's
+        # texts are read for its own ends only (a union of both read the batch's twice).
+        exact_of = compute_exact_edge_jaccard(pairs, new, text_col, nd.minhash, old_texts)
         with pushed_in(run.spark, len(wanted)):
-            got = compute_exact_edge_jaccard(pairs, texts, text_col, nd.minhash).toArrow()
+            got = exact_of.toArrow()
         gs = np.asarray(got.column("src").to_numpy(), np.int64)
         gd = np.asarray(got.column("dst").to_numpy(), np.int64)
         nodes = np.unique(np.concatenate([src, dst]))
