@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import venv
 from collections.abc import Iterator
@@ -243,10 +244,8 @@ class Installed:
         )
 
 
-@pytest.fixture(scope="session")
-def installed(tmp_path_factory) -> Iterator[Installed]:
-    """The package as a user gets it: `pip install corpusclean-*.whl` into a new venv."""
-    root = tmp_path_factory.mktemp("installed")
+def _build_installed(root: Path) -> Installed:
+    """`pip install corpusclean-*.whl` of this checkout into a new venv under `root`."""
     # Built from a copy: setuptools reuses a checkout's build/ folder, which can still hold
     # modules the checkout no longer has.
     source = root / "source"
@@ -265,7 +264,46 @@ def installed(tmp_path_factory) -> Iterator[Installed]:
     pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)]
     proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    yield Installed(env_dir / "bin", wheel)
+    return Installed(env_dir / "bin", wheel)
+
+
+class _Background:
+    """The `installed` venv, built in a thread from the moment collection shows a test will
+    use it: pip's install is about a minute of one core, and the tiers that run before the
+    first such test (browser, client) leave the other core mostly idle."""
+
+    thread: threading.Thread | None = None
+    result: Installed | None = None
+    error: BaseException | None = None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    if not any("installed" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    root = session.config._tmp_path_factory.mktemp("installed")
+
+    def build() -> None:
+        try:
+            _Background.result = _build_installed(root)
+        except BaseException as exc:  # re-raised by the fixture, in the test that needs it
+            _Background.error = exc
+
+    _Background.thread = threading.Thread(target=build, name="installed-venv", daemon=True)
+    _Background.thread.start()
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Installed:
+    """The package as a user gets it: `pip install corpusclean-*.whl` into a new venv."""
+    if _Background.thread is None:
+        return _build_installed(tmp_path_factory.mktemp("installed"))
+    _Background.thread.join()
+    if _Background.error is not None:
+        raise _Background.error
+    assert _Background.result is not None
+    return _Background.result
 
 
 @pytest.fixture
