@@ -812,7 +812,8 @@ def _run_unit(
         else:
             marked = decisions
             for step in unit:
-                step.batch_rows = rows_in
+                # The frame's rows: `decisions` holds every input row, removed ones included.
+                step.batch_rows = run.input_rows
                 marked = marked.transform(step.mark)
         counted = Observation(f"dedup-{head.name}")
         names = [s.name for s in unit]

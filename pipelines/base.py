@@ -248,8 +248,9 @@ class Dedup(Step):
     # `clean --against`: a row that duplicates one of their documents is removed, the prior
     # document always wins. Empty: the stage dedups within the batch only.
     priors: Sequence[PriorIndex] = ()
-    # The rows coming into a window stage, set by the job before `mark()` when it knows them
-    # (None: unknown): a small batch's keys are broadcast to a prior index's scan.
+    # The rows of the frame a window stage marks (removed ones included), set by the job
+    # before `mark()` when it knows them (None: unknown): a small batch's keys are broadcast
+    # to a prior index's scan.
     batch_rows: int | None = None
 
     def against(self, priors: Sequence[PriorIndex]) -> None:

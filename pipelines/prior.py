@@ -112,7 +112,8 @@ def mark_prior_matches(
     Reads `_stage`, `on`; sets `_stage = stage` and `_against` (the index's name) on the live
     rows that match, and, with `cluster_col`, the matching prior's doc_id there. Rows that
     match nothing are left as they are for the stage's own dedup. `batch_rows`: the rows of
-    `df` when known; up to `BROADCAST_ROWS` its keys and matches are broadcast.
+    `df` (removed ones included: every row's key is asked for) when known; up to
+    `BROADCAST_ROWS` its keys and matches are broadcast.
     """
     alias = "__prior_key"
     broadcast = batch_rows is not None and batch_rows <= BROADCAST_ROWS

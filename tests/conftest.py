@@ -14,6 +14,7 @@ import venv
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -252,19 +253,28 @@ def _build_installed(root: Path) -> Installed:
     skip = shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "out", "__pycache__")
     shutil.copytree(CHECKOUT, source, ignore=skip)
     wheels = root / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels)]
+    code, err = _pip([*build, str(source)], timeout=300)
+    assert code == 0, err[-3000:]
     (wheel,) = wheels.glob("corpusclean-*.whl")
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=True)
-    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)]
-    proc = subprocess.run(pip, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, err = _pip([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)])
+    assert code == 0, err[-3000:]
     return Installed(env_dir / "bin", wheel)
+
+
+def _pip(args: list[str], timeout: float = 900) -> tuple[int, str]:
+    """Run pip; the process is known to `pytest_sessionfinish`, which stops it if the session
+    ends first (a background build outlives no run)."""
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _Background.procs.append(proc)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err
 
 
 class _Background:
@@ -275,6 +285,7 @@ class _Background:
     thread: threading.Thread | None = None
     result: Installed | None = None
     error: BaseException | None = None
+    procs: ClassVar[list[subprocess.Popen]] = []
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -292,6 +303,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     _Background.thread = threading.Thread(target=build, name="installed-venv", daemon=True)
     _Background.thread.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for proc in _Background.procs:
+        if proc.poll() is None:
+            proc.kill()
 
 
 @pytest.fixture(scope="session")
