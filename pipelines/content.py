@@ -205,8 +205,9 @@ class ReadPass:
         scorers share one copy of the rows (the filters of pipelines/heuristics.py then decode
         and tokenize it once for all of them), and rejected rows are still scored by later
         scorers, with their results dropped; only once a quarter of the slice's rows are
-        rejected are the survivors copied out for the scorers left, since scoring a rejected
-        row costs less than a copy per scorer would."""
+        rejected are the survivors copied out for the scorers left (their decoded text and
+        tokens with them), since scoring a rejected row costs less than a copy per scorer
+        would."""
         parts: list[list[tuple[dict[str, pa.Array], pa.Array]]] = [[] for _ in self.scorers]
         for part in _slices(sub, self.text_col, SCORE_SLICE_BYTES):
             n = part.num_rows
@@ -215,8 +216,16 @@ class ReadPass:
             cur = part
             for k, step in enumerate(self.scorers):
                 if k and alive.sum() < 0.75 * rows.size:
-                    rows = np.flatnonzero(alive)
-                    cur = part.take(pa.array(rows))
+                    sel = np.flatnonzero(alive[rows])
+                    taken = cur.take(pa.array(sel))
+                    # The heuristic filters' decoded text goes with the rows (a copy, not a
+                    # second decode and tokenize).
+                    heuristics = sys.modules.get("corpusclean.pipelines.heuristics")
+                    if heuristics is not None:
+                        heuristics.carry(
+                            cur.column(self.text_col), taken.column(self.text_col), sel
+                        )
+                    rows, cur = rows[sel], taken
                 scores = step.score(cur)
                 verdict = step.verdict(scores).cast(pa.string())
                 seen = pa.array(alive[rows])

@@ -138,3 +138,44 @@ def test_scorers_see_a_large_batch_in_slices_with_the_same_result(monkeypatch) -
     # Some rows were rejected by one scorer and left unscored by the next.
     rejected = [r for r in whole.column(REASON).to_pylist() if r not in (None, "null_text")]
     assert rejected
+
+
+def test_survivors_taken_out_keep_their_decoding_and_score_as_decoded_afresh(monkeypatch) -> None:
+    """Once a quarter of a slice is rejected, the survivors are copied out for the scorers
+    left with their decoded text carried along (`heuristics.carry`): the batch is decoded once,
+    and every score and reason is what decoding the survivors afresh gives."""
+    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.pipelines import heuristics
+
+    rng = random.Random(3)
+    words = ["the", "river", "and", "of", "mill", "ran", "with", "a", "naïve", "水"]
+    texts: list[str | None] = []
+    for i in range(400):
+        lines = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + "."
+            for _ in range(rng.randint(1, 12))
+        ]
+        if i % 3 == 0:  # repeated lines: the repetition filter rejects a third of the rows
+            lines = lines[:1] * 6
+        texts.append("\n".join(lines))
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "text": pa.array(texts, pa.string()),
+            REASON: pa.nulls(len(texts), pa.string()),
+            STAGE: pa.nulls(len(texts), pa.string()),
+        }
+    )
+    cfg = load_clean_config("fineweb", ["lang.languages=[]"])
+    spec = ReadPass("text", tuple(cfg.pipeline().scorers()))
+    decodes = []
+    real_decode = heuristics._decode
+    monkeypatch.setattr(heuristics, "_decode", lambda *a: decodes.append(1) or real_decode(*a))
+    heuristics.forget()
+    carried = spec.batch(batch)
+    assert len(decodes) == 1
+    reasons = carried.column(REASON).to_pylist()
+    assert 0.25 * len(texts) < sum(r is not None for r in reasons) < len(texts)
+    monkeypatch.setattr(heuristics, "carry", lambda *a: None)
+    afresh = spec.batch(batch)
+    assert len(decodes) > 2
+    assert carried.to_pydict() == afresh.to_pydict()

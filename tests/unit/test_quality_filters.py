@@ -7,8 +7,10 @@ implements them); bench/filters.py compares against datatrove itself on real tex
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -201,6 +203,40 @@ def test_top_and_duplicated_n_grams() -> None:
     assert reason("gopher_repetition", filler) is None
 
 
+def _duplicated_chars(words: list[str], n: int) -> int:
+    """The Gopher definition (datatrove's `find_all_duplicate`): n-grams joined with "",
+    a repeat's characters counted and its n words skipped."""
+    unique: set[str] = set()
+    repeated, idx = 0, 0
+    while idx < len(words) - n + 1:
+        gram = "".join(words[idx : idx + n])
+        if gram in unique:
+            repeated += len(gram)
+            idx += n
+        else:
+            unique.add(gram)
+            idx += 1
+    return repeated
+
+
+@pytest.mark.parametrize("sizes", [(5, 6, 7, 8, 9, 10), (3, 4, 7), (1, 2), (10,)])
+def test_duplicated_n_grams_are_the_reference_on_repetitive_pages(sizes) -> None:
+    """Pages of a few short words, where n-grams joined with "" meet across word boundaries
+    ("ab" "c" is "a" "bc") and repeats overlap: every size's fraction is the reference's."""
+    rng = random.Random(sum(sizes))
+    texts = []
+    for _ in range(400):
+        vocab = [rng.choice("abc") * rng.randint(1, 3) for _ in range(rng.randint(1, 6))]
+        words = [rng.choice(vocab) for _ in range(rng.randint(0, 60))]
+        texts.append(" ".join(words) + rng.choice(["", " the end of it all."]))
+    texts += [PROSE, PROSE + " " + PROSE]
+    _, scores = run("gopher_repetition", texts, dup_n_grams={n: 1.0 for n in sizes})
+    for n in sizes:
+        got = scores[score_column(f"gopher_dup_{n}_gram")]
+        want = [None if not t else _duplicated_chars(h.tokens(t), n) / len(t) for t in texts]
+        assert got == pytest.approx(want), n
+
+
 # ---------------------------------------------------------------------------------------------
 # C4
 
@@ -343,3 +379,32 @@ def test_crlf_lines_end_in_their_punctuation_not_in_their_carriage_return() -> N
     crlf = lf.replace("\n", "\r\n")
     assert score("fineweb_quality", "fineweb_line_punct_ratio", crlf) == 1.0
     assert reason("fineweb_quality", crlf) == reason("fineweb_quality", lf) is None
+
+
+def test_carried_rows_decode_as_if_decoded_afresh() -> None:
+    """`carry` hands the rows taken out of the batch decoded last their code points and
+    tokens by copy: the same arrays a fresh decode and tokenize of the taken rows gives,
+    non-ASCII, CJK, empty and repeated rows included, in the order taken."""
+    texts = ["The river ran.\nIt rose!", "", "日本語の文です。 mixed", "naïve café — ok", "x y"]
+    arr = pa.array(texts * 3, pa.string())
+    rows = np.array([13, 2, 0, 7, 7, 1, 4], dtype=np.int64)
+    h.forget()
+    h.decode(arr).tokens()
+    taken = arr.take(pa.array(rows))
+    h.carry(arr, taken, rows)
+    carried = h.decode(taken)
+    h.forget()
+    fresh = h.decode(taken)
+    assert carried is not fresh
+    assert carried.cps[: carried.cpo[-1]].tolist() == fresh.cps[: fresh.cpo[-1]].tolist()
+    assert carried.cpo.tolist() == fresh.cpo.tolist()
+    assert carried.valid.tolist() == fresh.valid.tolist()
+    for a, b in zip(carried.tokens(), fresh.tokens(), strict=True):
+        assert a.tolist() == b.tolist()
+    # A batch that is not the one decoded last is not carried.
+    h.forget()
+    remembered = h.decode(arr)
+    other = pa.array(texts, pa.string())
+    h.carry(other, other.take(pa.array([0])), np.array([0]))
+    assert h.decode(arr) is remembered
+    h.forget()
