@@ -897,6 +897,10 @@ def _gopher_repetition_doc(
     cat = np.zeros(nt + 1, dtype=np.uint64)
     spc = np.zeros(nt + 1, dtype=np.uint64)
     cc = np.zeros(nt + 1, dtype=np.int64)
+    # ... and of the characters of the tokens joined with "", at every character: `cat[t]` is
+    # `chars[cc[t]]`.
+    chars = np.zeros(length + 1, dtype=np.uint64)
+    c = 0
     for t in range(nt):
         h1 = cat[t]
         h2 = spc[t]
@@ -904,6 +908,8 @@ def _gopher_repetition_doc(
             v = np.uint64(cps[i]) + np.uint64(1)
             h1 = h1 * _B + v
             h2 = h2 * _B + v
+            c += 1
+            chars[c] = h1
         cat[t + 1] = h1
         spc[t + 1] = h2 * _B + np.uint64(33)
         cc[t + 1] = cc[t] + te[t] - ts[t]
@@ -928,26 +934,70 @@ def _gopher_repetition_doc(
             lens[i] = chars_i + m - 1
         out[d, col] = _top_count_len(keys, lens, cnt) / length
         col += 1
+    if dup_n.size == 0:
+        return
+    # Which positions a pass must look at. Two n-grams (n >= m0, the smallest n asked for)
+    # joined with "" are equal only if their first `k` characters are, `k` being the fewest
+    # characters any m0 tokens here span (an n-gram spans at least as many). A position
+    # whose first `k` characters start no earlier token (`again`) cannot be a repeat, and one
+    # whose first `k` characters start no later token (`later`) need not be remembered: each
+    # pass hashes and looks up the others only, and ends as if it had remembered every n-gram
+    # it visited. Prose, where no `k` characters from a token's start come twice, needs no
+    # pass at all.
+    m0 = dup_n.min()
+    cnt0 = nt - m0 + 1
+    again = np.zeros(max(cnt0, 1), dtype=np.bool_)
+    later = np.zeros(max(cnt0, 1), dtype=np.bool_)
+    any_again = False
+    if cnt0 > 0:
+        k = cc[m0] - cc[0]
+        for i in range(1, cnt0):
+            k = min(k, cc[i + m0] - cc[i])
+        cap = _slots(cnt0)
+        seen = np.zeros(cap, dtype=np.uint64)
+        last = np.zeros(cap, dtype=np.int64)
+        mask = np.uint64(cap - 1)
+        for i in range(cnt0):
+            key = _mix(chars[cc[i] + k] - chars[cc[i]] * pw[k]) | np.uint64(1)
+            s = key & mask
+            while True:
+                v = seen[s]
+                if v == 0:
+                    seen[s] = key
+                    last[s] = i
+                    break
+                if v == key:
+                    again[i] = True
+                    later[last[s]] = True
+                    last[s] = i
+                    any_again = True
+                    break
+                s = (s + np.uint64(1)) & mask
     for q in range(dup_n.size):
         m = dup_n[q]
         cnt = nt - m + 1
         repeated = 0
-        if cnt > 0:
+        if cnt > 0 and any_again:
             cap = _slots(cnt)
             seen = np.zeros(cap, dtype=np.uint64)
             mask = np.uint64(cap - 1)
             idx = 0
             while idx < cnt:
+                if not (again[idx] or later[idx]):
+                    idx += 1
+                    continue
                 chars_i = cc[idx + m] - cc[idx]
-                k = _mix(cat[idx + m] - cat[idx] * pw[chars_i] + np.uint64(chars_i)) | np.uint64(1)
-                s = k & mask
+                key = _mix(cat[idx + m] - cat[idx] * pw[chars_i] + np.uint64(chars_i))
+                key |= np.uint64(1)
+                s = key & mask
                 hit = False
                 while True:
                     v = seen[s]
                     if v == 0:
-                        seen[s] = k
+                        if later[idx]:
+                            seen[s] = key
                         break
-                    if v == k:
+                    if v == key:
                         hit = True
                         break
                     s = (s + np.uint64(1)) & mask
