@@ -892,25 +892,22 @@ def _gopher_repetition_doc(
     out[d, 2] = dups / n
     out[d, 3] = chars / length
     nt = ts.size
-    # Prefix hashes of the tokens joined with "" and with " " (each followed by a space, which
+    # Prefix hashes of the tokens joined with "", at every character (`flat`; token t starts
+    # at `flat[cc[t]]`), and joined with " " at every token (each followed by a space, which
     # maps n-grams one-to-one, so equal hashes still mean equal " ".join strings).
-    cat = np.zeros(nt + 1, dtype=np.uint64)
+    flat = np.zeros(length + 1, dtype=np.uint64)
     spc = np.zeros(nt + 1, dtype=np.uint64)
     cc = np.zeros(nt + 1, dtype=np.int64)
-    # ... and of the characters of the tokens joined with "", at every character: `cat[t]` is
-    # `chars[cc[t]]`.
-    chars = np.zeros(length + 1, dtype=np.uint64)
     c = 0
+    h1 = np.uint64(0)
     for t in range(nt):
-        h1 = cat[t]
         h2 = spc[t]
         for i in range(ts[t], te[t]):
             v = np.uint64(cps[i]) + np.uint64(1)
             h1 = h1 * _B + v
             h2 = h2 * _B + v
             c += 1
-            chars[c] = h1
-        cat[t + 1] = h1
+            flat[c] = h1
         spc[t + 1] = h2 * _B + np.uint64(33)
         cc[t + 1] = cc[t] + te[t] - ts[t]
     total = cc[nt] + nt + 1
@@ -958,7 +955,7 @@ def _gopher_repetition_doc(
         last = np.zeros(cap, dtype=np.int64)
         mask = np.uint64(cap - 1)
         for i in range(cnt0):
-            key = _mix(chars[cc[i] + k] - chars[cc[i]] * pw[k]) | np.uint64(1)
+            key = _mix(flat[cc[i] + k] - flat[cc[i]] * pw[k]) | np.uint64(1)
             s = key & mask
             while True:
                 v = seen[s]
@@ -987,7 +984,8 @@ def _gopher_repetition_doc(
                     idx += 1
                     continue
                 chars_i = cc[idx + m] - cc[idx]
-                key = _mix(cat[idx + m] - cat[idx] * pw[chars_i] + np.uint64(chars_i))
+                gram = flat[cc[idx + m]] - flat[cc[idx]] * pw[chars_i]
+                key = _mix(gram + np.uint64(chars_i))
                 key |= np.uint64(1)
                 s = key & mask
                 hit = False
