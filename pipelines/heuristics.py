@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from corpusclean.pipelines import compiled
+from corpusclean.pipelines import compiled, tablecache
 from corpusclean.pipelines.minhash import _as_strings, _flat_buffer
 
 _jit = compiled.jit
@@ -103,9 +103,9 @@ def _expand(spec: str) -> list[int]:
     return out
 
 
-@cache
-def char_table() -> np.ndarray:
-    """The class bits of every code point (2.2 MB, built once per process in ~0.3 s)."""
+def _build_char_table() -> dict[str, np.ndarray]:
+    """The class bits of every code point (uint16, 0x110000 entries), built from Python's
+    Unicode database (~0.5 s)."""
     n = 0x110000
     chars = [chr(c) for c in range(n)]
     cats = [unicodedata.category(ch) for ch in chars]
@@ -132,7 +132,27 @@ def char_table() -> np.ndarray:
     table[(table & TERM) != 0] |= SYMBOL
     for lo, hi in _CJK_RANGES:
         table[lo : hi + 1] |= CJK
-    return table
+    return {"table": table}
+
+
+@cache
+def char_table() -> np.ndarray:
+    """The class bits of every code point (2.2 MB, read-only).
+
+    Built once per machine and memory-mapped by every later process (pipelines/tablecache.py);
+    its key holds everything the bits depend on: the Unicode version and the classes' inputs.
+    """
+    key = tablecache.digest(
+        unicodedata.unidata_version,
+        repr((SPACE, ALPHA, PUNCT, TERM, WORD, CJK, UPPER, LOWER, SYMBOL)),
+        _SYMBOLS,
+        repr(_SYMBOL_CONTROLS),
+        _TERMINALS,
+        repr(_CJK_RANGES),
+        tablecache.code(_build_char_table),
+        tablecache.code(_expand),
+    )
+    return tablecache.load("char-table", key, _build_char_table)["table"]
 
 
 # ---------------------------------------------------------------------------------------------

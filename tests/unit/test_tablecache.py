@@ -1,0 +1,173 @@
+"""Tables built once per machine and mapped by later processes (pipelines/tablecache.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpusclean.pipelines import heuristics, langid, tablecache
+
+
+class Builder:
+    """A table builder that counts its calls."""
+
+    def __init__(self, scale: int = 1) -> None:
+        self.calls = 0
+        self.scale = scale
+
+    def __call__(self) -> dict[str, np.ndarray]:
+        self.calls += 1
+        return {
+            "ints": np.arange(1000, dtype=np.int64) * self.scale,
+            "names": np.asarray(["en", "zh", "sr"], dtype=str),
+            "grid": np.ones((3, 4), dtype=np.float32),
+        }
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "tables"
+    monkeypatch.setenv(tablecache.ENV, str(where))
+    return where
+
+
+def _equal(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    assert set(got) == set(want)
+    for name in want:
+        assert got[name].dtype == want[name].dtype, name
+        np.testing.assert_array_equal(got[name], want[name])
+        assert type(got[name]) is np.ndarray, name  # not a memmap: one numba type
+        assert not got[name].flags.writeable, name
+
+
+def test_built_once_then_mapped(root: Path) -> None:
+    build = Builder()
+    first = tablecache.load("t", "k1", build)
+    second = tablecache.load("t", "k1", build)
+    assert build.calls == 1
+    _equal(first, Builder()())
+    _equal(second, Builder()())
+    assert (root / "t-k1" / "meta.json").is_file()
+    # Nothing half-written is left beside the folder.
+    assert [p.name for p in root.iterdir()] == ["t-k1"]
+
+
+def test_a_new_key_builds_a_new_table(root: Path) -> None:
+    tablecache.load("t", "k1", Builder(1))
+    got = tablecache.load("t", "k2", Builder(2))
+    assert got["ints"][1] == 2
+    assert tablecache.load("t", "k1", Builder(3))["ints"][1] == 1
+
+
+def test_off_builds_every_time_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(tablecache.ENV, "off")
+    build = Builder()
+    _equal(tablecache.load("t", "k", build), Builder()())
+    tablecache.load("t", "k", build)
+    assert build.calls == 2
+
+
+def test_an_unwritable_folder_builds_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file where the folder should be: no folder can be made under it (even as root).
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(tablecache.ENV, str(blocker / "tables"))
+    build = Builder()
+    _equal(tablecache.load("t", "k", build), Builder()())
+    _equal(tablecache.load("t", "k", build), Builder()())
+    assert build.calls == 2
+
+
+@pytest.mark.parametrize("damage", ["truncate", "meta", "shape"])
+def test_a_damaged_table_is_built_again(root: Path, damage: str) -> None:
+    tablecache.load("t", "k", Builder())
+    folder = root / "t-k"
+    if damage == "truncate":  # a short file is never mapped (it would fault on read)
+        data = (folder / "ints.npy").read_bytes()
+        (folder / "ints.npy").write_bytes(data[: len(data) // 2])
+    elif damage == "meta":
+        (folder / "meta.json").write_text("{")
+    else:
+        np.save(folder / "grid.npy", np.ones((4, 3), dtype=np.float32))
+    build = Builder()
+    _equal(tablecache.load("t", "k", build), Builder()())
+    assert build.calls == 1
+    # And it was written whole again: the next load maps it.
+    again = Builder()
+    _equal(tablecache.load("t", "k", again), Builder()())
+    assert again.calls == 0
+
+
+def test_a_folder_written_meanwhile_by_another_process_is_kept(root: Path) -> None:
+    tablecache.load("t", "k", Builder())
+    # A second writer that lost the race (its rename finds the folder there) neither fails
+    # nor leaves its temporary folder.
+    tablecache._write(root, root / "t-k", Builder()())
+    assert [p.name for p in root.iterdir()] == ["t-k"]
+    again = Builder()
+    _equal(tablecache.load("t", "k", again), Builder()())
+    assert again.calls == 0
+
+
+def test_tables_unused_for_two_weeks_are_removed(root: Path) -> None:
+    tablecache.load("t", "old", Builder())
+    tablecache.load("t", "recent", Builder())
+    tablecache.load("other", "old", Builder())
+    long_ago = time.time() - tablecache.UNUSED_S - 3600
+    for name in ("t-old", "other-old"):
+        os.utime(root / name, (long_ago, long_ago))
+    tablecache.load("t", "new", Builder())
+    # Only the same table's unused folders go; a folder is marked used whenever it is read.
+    assert sorted(p.name for p in root.iterdir()) == ["other-old", "t-new", "t-recent"]
+    tablecache.load("other", "old", Builder())
+    assert (root / "other-old").stat().st_mtime > long_ago + 3600
+
+
+def _builder_a() -> dict[str, np.ndarray]:
+    return {"x": np.asarray([1 + 1])}
+
+
+def _builder_b() -> dict[str, np.ndarray]:
+    return {"x": np.asarray([1 + 2])}
+
+
+def test_the_code_key_follows_the_code_not_the_process() -> None:
+    assert tablecache.code(_builder_a) != tablecache.code(_builder_b)
+    # The same code in another process (other addresses for its code objects) has the same key:
+    # the generator inside `_build_char_table` is part of it.
+    here = tablecache.digest(tablecache.code(heuristics._build_char_table))
+    script = (
+        "from corpusclean.pipelines import heuristics, tablecache;"
+        "print(tablecache.digest(tablecache.code(heuristics._build_char_table)))"
+    )
+    there = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert here == there
+
+
+def test_the_mapped_tables_equal_the_built_ones(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The filters' two tables, first built (and written), then mapped in a fresh load.
+    for _ in range(2):
+        heuristics.char_table.cache_clear()
+        monkeypatch.setattr(langid, "_model", None)
+        table = heuristics.char_table()
+        model = langid.model()
+        np.testing.assert_array_equal(table, heuristics._build_char_table()["table"])
+        built = langid._build_model()
+        assert model.classes == tuple(built["classes"].tolist())
+        for name in ("nextmove", "rowbase", "output", "ptc", "pc", "alias"):
+            np.testing.assert_array_equal(getattr(model, name), built[name])
+    assert sorted(p.name.split("-")[0] for p in root.iterdir()) == ["char", "langid"]
+    heuristics.char_table.cache_clear()
+    monkeypatch.setattr(langid, "_model", None)
