@@ -53,8 +53,11 @@ _jit = compiled.jit
 # rewritten in Python (not ASCII: `isupper()` and NFC need the Unicode database).
 _AS_IS, _ASCII_UPPER, _UNICODE = 0, 1, 2
 # Features summed in float32 before their sum is added in float64 (`_decide`): 8 keeps the
-# rounding near 1e-6 in a probability (16: 1.4e-6, 4: 3e-7; each halving costs ~5% more time).
+# rounding near 1e-6 in a probability (16: 1.4e-6, 4: 3e-7). `_decide` sums a block's rows
+# in one unrolled loop of eight: a change here must change that loop too.
 _BLOCK = 8
+# log1p(count) as float32, for the counts most features have in a document (`_decide`).
+_LOG1P = np.array([math.log1p(c) for c in range(256)], dtype=np.float64).astype(np.float32)
 # Documents longer than this (bytes) are walked alone, straight into the counts (`_classify_py`).
 _LONG = 1 << 16
 
@@ -404,7 +407,8 @@ def _decide(
     counts: Any,
     seen: Any,
     scores: Any,
-    part: Any,
+    rows: Any,
+    weights: Any,
 ) -> tuple[int, float]:
     """(column, probability) of one document from its `k` distinct features (`seen[:k]`, with
     their `counts`, which are reset to zero here) and its length in bytes: py3langid's
@@ -422,16 +426,38 @@ def _decide(
         # so the rounding (~1e-6 in a probability) stays well below py3langid's own, which
         # sums every feature in float32 (~1e-5 on short mixed texts).
         for t0 in range(0, k, _BLOCK):
+            # The block's rows and weights; a block short of eight is padded with weight 0
+            # (adds an exact zero: the rows are finite), so that one loop over the classes
+            # sums all eight rows in registers, in the features' order, with no round trip of
+            # a partial sum through memory per feature.
+            for j in range(_BLOCK):
+                t = t0 + j
+                if t < k:
+                    f = seen[t]
+                    cnt = counts[f]
+                    # Most features occur a few times: their weights come from a table of the
+                    # same float32 values (log1p was the costliest step of a feature).
+                    wj = _LOG1P[cnt] if cnt < _LOG1P.size else np.float32(math.log1p(cnt))
+                    counts[f] = 0
+                    rows[j] = f
+                    weights[j] = wj
+                else:
+                    rows[j] = seen[t0]
+                    weights[j] = 0.0
+            r0, r1, r2, r3 = ptc[rows[0]], ptc[rows[1]], ptc[rows[2]], ptc[rows[3]]
+            r4, r5, r6, r7 = ptc[rows[4]], ptc[rows[5]], ptc[rows[6]], ptc[rows[7]]
+            w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
+            w4, w5, w6, w7 = weights[4], weights[5], weights[6], weights[7]
             for c in range(ncls):
-                part[c] = 0.0
-            for t in range(t0, min(t0 + _BLOCK, k)):
-                f = seen[t]
-                w = np.float32(math.log1p(counts[f]))
-                counts[f] = 0
-                for c in range(ncls):
-                    part[c] += w * ptc[f, c]
-            for c in range(ncls):
-                scores[c] += part[c]
+                acc = w0 * r0[c]
+                acc += w1 * r1[c]
+                acc += w2 * r2[c]
+                acc += w3 * r3[c]
+                acc += w4 * r4[c]
+                acc += w5 * r5[c]
+                acc += w6 * r6[c]
+                acc += w7 * r7[c]
+                scores[c] += acc
     # py3langid's temperature: sqrt of the encoded length keeps the softmax calibrated.
     scale = 1.0 / math.sqrt(max(length, 1))
     top = -np.inf
@@ -493,7 +519,8 @@ def _classify_py(
     counts = np.zeros(nfeat, dtype=np.int32)
     seen = np.empty(min(widest, nfeat) + 1, dtype=np.int32)
     scores = np.empty(ptc.shape[1], dtype=np.float64)
-    part = np.empty(ptc.shape[1], dtype=np.float32)
+    rows = np.empty(_BLOCK, dtype=np.int64)
+    weights = np.empty(_BLOCK, dtype=np.float32)
     for g in range(0, n, 4):
         size = min(4, n - g)
         if lengths[order[g + size - 1]] > _LONG:  # sorted: the group's last is its longest
@@ -501,7 +528,7 @@ def _classify_py(
                 d = order[g + k]
                 m = _walk_count(buf, starts[d], ends[d], nextmove, rowbase, output, counts, seen)
                 best[d], prob[d] = _decide(
-                    m, lengths[d], ptc, pc, alias, counts, seen, scores, part
+                    m, lengths[d], ptc, pc, alias, counts, seen, scores, rows, weights
                 )
             continue
         for k in range(4):
@@ -513,7 +540,9 @@ def _classify_py(
         for k in range(size):
             d = order[g + k]
             m = _count(feats[k], nf[k], counts, seen)
-            best[d], prob[d] = _decide(m, lengths[d], ptc, pc, alias, counts, seen, scores, part)
+            best[d], prob[d] = _decide(
+                m, lengths[d], ptc, pc, alias, counts, seen, scores, rows, weights
+            )
 
 
 def _classify_python(
