@@ -876,6 +876,22 @@ def _dup_fracs(cps: Any, starts: Any, ends: Any, n: int) -> Any:
 
 
 @_jit
+def _dup_fracs_prefix(
+    pre: Any, lo: int, pw: Any, starts: Any, ends: Any, n: int, keys: Any, lens: Any
+) -> Any:
+    """`_dup_fracs` from the prefix hashes `pre` of the text from `lo` (`pre[j]`: the
+    polynomial of its first j characters): each span's polynomial is `pre[e] - pre[s] *
+    B**(e-s)`, equal mod 2**64 to the one `_span_hash` computes character by character, so
+    the keys are `_span_hash`'s own, without a pass over the characters per split."""
+    for k in range(n):
+        a = starts[k] - lo
+        b = ends[k] - lo
+        keys[k] = _mix((pre[b] - pre[a] * pw[b - a]) ^ np.uint64(b - a))
+        lens[k] = b - a
+    return _dup_stats(keys, lens, n)
+
+
+@_jit
 def _gopher_repetition_doc(
     cps: Any,
     lo: int,
@@ -887,14 +903,27 @@ def _gopher_repetition_doc(
     dup_n: Any,
     out: Any,
     d: int,
+    pw: Any,
+    scratch: Any,
 ) -> None:
     if hi == lo:
         # An empty text has no fractions: NaN (null), which the keep rule calls empty.
         out[d, :] = np.nan
         return
     length = hi - lo
-    starts = np.empty(hi - lo + 2, dtype=np.int64)
-    ends = np.empty(hi - lo + 2, dtype=np.int64)
+    # The batch's scratch, sized for its longest document (no allocation per document).
+    starts = scratch[0]
+    ends = scratch[1]
+    pre = scratch[2].view(np.uint64)
+    flat = scratch[3].view(np.uint64)
+    keys = scratch[4].view(np.uint64)
+    lens = scratch[5]
+    # One pass of prefix hashes over the text serves the paragraphs and the lines.
+    h0 = np.uint64(0)
+    pre[0] = h0
+    for i in range(length):
+        h0 = h0 * _B + np.uint64(cps[lo + i]) + np.uint64(1)
+        pre[i + 1] = h0
     # Paragraphs: the stripped text split on two or more newlines.
     a = lo
     b = hi
@@ -903,19 +932,19 @@ def _gopher_repetition_doc(
     while b > a and table[cps[b - 1]] & SPACE:
         b -= 1
     n = _split_runs(cps, a, b, 2, starts, ends)
-    dups, chars = _dup_fracs(cps, starts, ends, n)
+    dups, chars = _dup_fracs_prefix(pre, lo, pw, starts, ends, n, keys, lens)
     out[d, 0] = dups / n
     out[d, 1] = chars / length
     # Lines: the text split on runs of newlines.
     n = _split_runs(cps, lo, hi, 1, starts, ends)
-    dups, chars = _dup_fracs(cps, starts, ends, n)
+    dups, chars = _dup_fracs_prefix(pre, lo, pw, starts, ends, n, keys, lens)
     out[d, 2] = dups / n
     out[d, 3] = chars / length
     nt = ts.size
     # Prefix hashes of the tokens joined with "", at every character (`flat`; token t starts
     # at `flat[cc[t]]`), and joined with " " at every token (each followed by a space, which
     # maps n-grams one-to-one, so equal hashes still mean equal " ".join strings).
-    flat = np.zeros(length + 1, dtype=np.uint64)
+    flat[0] = np.uint64(0)
     spc = np.zeros(nt + 1, dtype=np.uint64)
     cc = np.zeros(nt + 1, dtype=np.int64)
     c = 0
@@ -930,13 +959,9 @@ def _gopher_repetition_doc(
             flat[c] = h1
         spc[t + 1] = h2 * _B + np.uint64(33)
         cc[t + 1] = cc[t] + te[t] - ts[t]
-    total = cc[nt] + nt + 1
-    pw = np.ones(total + 1, dtype=np.uint64)
-    for i in range(1, total + 1):
-        pw[i] = pw[i - 1] * _B
+    # `pw` (the batch's powers of B) reaches 2 * length + 1: a span of tokens with their
+    # spaces is at most cc[nt] + nt + 1 <= 2 * length + 1 long (each token has a character).
     col = 4
-    keys = np.empty(max(nt, 1), dtype=np.uint64)
-    lens = np.empty(max(nt, 1), dtype=np.int64)
     for q in range(top_n.size):
         m = top_n[q]
         cnt = nt - m + 1
@@ -1037,10 +1062,31 @@ def gopher_repetition_batch(
     duplicate n-gram character fraction of each `dup_n`."""
     n = cpo.size - 1
     out = np.zeros((n, 4 + top_n.size + dup_n.size), dtype=np.float64)
+    widest = 0
+    for d in range(n):
+        widest = max(widest, cpo[d + 1] - cpo[d])
+    # Powers of B for every span a document can hold (see `_gopher_repetition_doc`), once.
+    pw = np.ones(2 * widest + 2, dtype=np.uint64)
+    for i in range(1, pw.size):
+        pw[i] = pw[i - 1] * _B
+    # Per-document work arrays (split starts and ends, the two prefix hashes, n-gram keys and
+    # lengths), each one a row of `widest + 2` int64 (the hash rows viewed as uint64).
+    scratch = np.empty((6, widest + 2), dtype=np.int64)
     for d in range(n):
         t0, t1 = toff[d], toff[d + 1]
         _gopher_repetition_doc(
-            cps, cpo[d], cpo[d + 1], ts[t0:t1], te[t0:t1], table, top_n, dup_n, out, d
+            cps,
+            cpo[d],
+            cpo[d + 1],
+            ts[t0:t1],
+            te[t0:t1],
+            table,
+            top_n,
+            dup_n,
+            out,
+            d,
+            pw,
+            scratch,
         )
     return out
 
