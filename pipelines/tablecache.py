@@ -52,7 +52,17 @@ def cache_dir() -> Path | None:
         return None
     if where:
         return Path(where).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            home = Path.home()
+        except (RuntimeError, KeyError):
+            return None
+        # A user with no home (a container's arbitrary uid) gets "~" back: not a place to
+        # write, or the tables would land in the working directory.
+        if not home.is_absolute():
+            return None
+        base = str(home / ".cache")
     return Path(base) / "corpusclean" / "tables"
 
 

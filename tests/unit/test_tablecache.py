@@ -73,6 +73,15 @@ def test_off_builds_every_time_read_only(monkeypatch: pytest.MonkeyPatch) -> Non
     assert build.calls == 2
 
 
+def test_no_home_means_no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(tablecache.ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("~")))
+    assert tablecache.cache_dir() is None
+    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere/cache")
+    assert tablecache.cache_dir() == Path("/somewhere/cache/corpusclean/tables")
+
+
 def test_an_unwritable_folder_builds_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
