@@ -20,8 +20,9 @@ probability up to rounding. py3langid sums the scores in float32, which moves it
 by up to ~1.5e-5 on short mixed texts (under 1e-5 on 99% of texts); the kernel sums in
 float64 (float32 within blocks of 8 features) and lands within ~1e-6 of the exact value of
 py3langid's formula. `tests/unit/test_langid.py` checks both on a few hundred texts. Nothing
-is downloaded: the model is the `data/model.npz.xz` inside the installed package, read once
-per process on first use.
+is downloaded: the model is the `data/model.npz.xz` inside the installed package, unpacked
+into the kernel's arrays once per machine and memory-mapped by every process that needs it
+(pipelines/tablecache.py).
 
 `max_bytes` classifies only the first N bytes of each document's UTF-8 (cut back to the start
 of a character, before the lower-casing and NFC): a language is clear long before the end of
@@ -37,6 +38,7 @@ import math
 import threading
 import unicodedata
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -137,7 +139,13 @@ def model() -> Model:
                 from py3langid import langid
 
                 source = (langid.MODEL_DIR / langid.MODEL_FILE).read_bytes()
-                key = tablecache.digest(source, tablecache.code(_build_model))
+                # py3langid's reader (its version) turns the file into the arrays copied here.
+                key = tablecache.digest(
+                    source,
+                    version("py3langid"),
+                    tablecache.code(_identifier),
+                    tablecache.code(_build_model),
+                )
                 arrays = tablecache.load("langid", key, _build_model)
                 _model = Model(
                     classes=tuple(arrays["classes"].tolist()),

@@ -1,21 +1,25 @@
 """Lookup tables built once per machine and memory-mapped by every Python worker.
 
 Two tables behind the quality filters cost each Python worker time before its first batch: the
-language-ID model (py3langid's xz-compressed arrays, ~100 MB once unpacked: ~0.5-0.7 s) and the
-character-class table (a Python loop over every code point: ~0.4-0.7 s). Spark starts a worker
+language-ID model (py3langid's xz-compressed arrays, ~100 MB once unpacked: ~0.5-0.8 s) and the
+character-class table (a Python loop over every code point: ~0.5-0.8 s). Spark starts a worker
 per core, per executor and per application, so a short job paid them again and again, and each
 worker held its own ~100 MB copy of the model.
 
 The first worker to need a table builds it and writes it here as plain `.npy` files (one folder
-per table, written under a temporary name and renamed, so a reader sees a whole folder or none).
+per table, written under a temporary name, synced to disk and renamed, so a reader sees a whole
+folder or none).
 Later workers map the files read-only (`numpy.load(mmap_mode="r")`): milliseconds instead of a
 second, and one copy in the page cache for all of them. A folder's name carries a digest of
 everything its arrays depend on (the model file's bytes, the Unicode version, the table's
 definition and this file's format), so a changed input gets a new folder, never a stale table.
 
 Nothing here is needed for a correct result: where the folder cannot be written (a read-only
-home on a cluster node) or read, the table is built in memory as before. A folder no run has
-used for `UNUSED_S` is removed by the next run that writes a table of the same name.
+home on a cluster node) or read (no permission), the table is built in memory as before, and
+the folder is left as it is. A folder whose files are not what its list says (a short file,
+another shape) is moved aside and built again. A folder no run has used for `UNUSED_S` is
+removed by the next run that loads a table of the same name, as is what a killed writer left
+once `STALE_S` old.
 
 `CORPUSCLEAN_TABLE_CACHE`: the folder (default `$XDG_CACHE_HOME/corpusclean/tables`, else
 `~/.cache/corpusclean/tables`), or `off`.
@@ -27,12 +31,14 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
 import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +47,9 @@ ENV = "CORPUSCLEAN_TABLE_CACHE"
 FORMAT = 1
 # A table folder that no run has read for this long belongs to an install that is gone.
 UNUSED_S = 14 * 86400.0
+# What a killed writer left (a temporary folder), or a damaged folder moved aside, this old is
+# no longer being written or read.
+STALE_S = 3600.0
 _OFF = {"off", "0", "false", "no", "none"}
 _META = "meta.json"
 
@@ -81,10 +90,19 @@ def code(fn: Callable[..., object]) -> bytes:
     functions and generators it defines too), without its file or line numbers, so the key
     changes when the builder's code does and not when the lines around it move."""
 
+    def const_bytes(const: object) -> list[bytes]:
+        if isinstance(const, types.CodeType):
+            return walk(const)
+        if isinstance(const, frozenset):
+            # `x in {...}` compiles to a frozenset, whose repr's order follows string hashing,
+            # which differs from process to process: its members are sorted instead.
+            return [repr(sorted(repr(m) for m in const)).encode()]
+        return [repr(const).encode()]
+
     def walk(co: types.CodeType) -> list[bytes]:
         out = [co.co_code, repr(co.co_names).encode()]
         for const in co.co_consts:
-            out += walk(const) if isinstance(const, types.CodeType) else [repr(const).encode()]
+            out += const_bytes(const)
         return out
 
     return b"\0".join(walk(fn.__code__))
@@ -101,25 +119,51 @@ def _readonly(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+class _DamagedError(Exception):
+    """A finished folder that does not hold what its `meta.json` lists."""
+
+
 def _read(folder: Path) -> dict[str, np.ndarray] | None:
-    """The arrays of a finished folder, mapped read-only; None when it is missing or does not
-    hold what its `meta.json` lists (name, dtype and shape of every array)."""
+    """The arrays of a finished folder, mapped read-only; None when there is none.
+
+    Raises `_DamagedError` when the folder is there but its files are not what `meta.json` lists
+    (an unreadable list, a missing or short file, another dtype or shape). Any other error
+    (no permission, too many open files, a network file system's hiccup) raises OSError, and
+    says nothing about the folder, which is then left alone.
+    """
     try:
-        meta = json.loads((folder / _META).read_text())
+        text = (folder / _META).read_text()
+    except FileNotFoundError:
+        if folder.is_dir():  # published folders always have their list: a file was removed
+            raise _DamagedError(folder) from None
+        return None
+    try:
+        meta = json.loads(text)
         out = {}
         for name, spec in meta["arrays"].items():
             arr = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
             if str(arr.dtype) != spec["dtype"] or list(arr.shape) != spec["shape"]:
-                return None
+                raise _DamagedError(folder)
             out[name] = np.asarray(arr)  # a plain ndarray view: one numba type
-    except (OSError, ValueError, KeyError, TypeError):
-        # A short file cannot be mapped (numpy checks its length against the header), so a
-        # damaged folder is rebuilt rather than read.
-        return None
+    except FileNotFoundError as exc:
+        raise _DamagedError(folder) from exc
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        # A short file is never mapped: numpy checks its length against its header first
+        # (mapping it would fault on the first read past its end).
+        raise _DamagedError(folder) from exc
     # Marked used, so that the sweep of unused folders leaves it.
     with contextlib.suppress(OSError):
         os.utime(folder)
     return out
+
+
+def _save(path: Path, write: Callable[[Any], None]) -> None:
+    """`write(file)` into a new file at `path`, on disk before this returns: a folder must
+    not be published whose files a crash could still leave empty."""
+    with path.open("wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _write(root: Path, folder: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -129,9 +173,21 @@ def _write(root: Path, folder: Path, arrays: dict[str, np.ndarray]) -> None:
     try:
         spec = {}
         for name, arr in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+            data = np.ascontiguousarray(arr)
+            _save(tmp / f"{name}.npy", lambda f, a=data: np.save(f, a, allow_pickle=False))
             spec[name] = {"dtype": str(arr.dtype), "shape": list(arr.shape)}
-        (tmp / _META).write_text(json.dumps({"arrays": spec}))
+        listing = json.dumps({"arrays": spec}).encode()
+        _save(tmp / _META, lambda f: f.write(listing))
+        # mkdtemp makes the folder private, but the tables hold only public data (a released
+        # model, Unicode's classes) and are meant for every user of a shared cache folder.
+        for path in tmp.iterdir():
+            path.chmod(0o644)
+        tmp.chmod(0o755)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         try:
             tmp.rename(folder)
         except OSError:
@@ -142,18 +198,28 @@ def _write(root: Path, folder: Path, arrays: dict[str, np.ndarray]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _sweep(root: Path, name: str, keep: Path, now: float) -> None:
-    """Remove the folders of table `name` other than `keep` that no run used for `UNUSED_S`,
-    and temporary folders of crashed writers as old."""
-    for other in root.glob(f"{name}-*"):
-        if other != keep:
-            with contextlib.suppress(OSError):
-                if now - other.stat().st_mtime > UNUSED_S:
-                    shutil.rmtree(other)
-    for tmp in root.glob(f".{name}-*"):
+def _discard(root: Path, folder: Path) -> None:
+    """Move a damaged `folder` out of the way (renamed: a process that mapped its files keeps
+    them); the sweep removes it later."""
+    trash = Path(tempfile.mkdtemp(prefix=f".trash-{folder.name}-", dir=root))
+    folder.rename(trash / folder.name)
+
+
+def _sweep(root: Path, name: str, now: float) -> None:
+    """Remove the folders of table `name` that no run used for `UNUSED_S`, and what crashed
+    writers and discarded folders left, once `STALE_S` old."""
+    mine = re.compile(rf"{re.escape(name)}-[0-9a-f]{{20}}")
+    left = re.compile(rf"\.(trash-)?{re.escape(name)}-[0-9a-f]{{20}}-.+")
+    for entry in root.iterdir():
+        if mine.fullmatch(entry.name):
+            limit = UNUSED_S
+        elif left.fullmatch(entry.name):
+            limit = STALE_S
+        else:
+            continue
         with contextlib.suppress(OSError):
-            if now - tmp.stat().st_mtime > UNUSED_S:
-                shutil.rmtree(tmp)
+            if now - entry.stat().st_mtime > limit:
+                shutil.rmtree(entry)
 
 
 def load(name: str, key: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -166,17 +232,26 @@ def load(name: str, key: str, build: Callable[[], dict[str, np.ndarray]]) -> dic
     if root is None:
         return _readonly(build())
     folder = root / f"{name}-{key}"
-    found = _read(folder)
-    if found is not None:
-        return found
+    try:
+        found = _read(folder)
+        if found is not None:
+            _sweep(root, name, time.time())
+            return found
+    except _DamagedError:
+        with contextlib.suppress(OSError):
+            _discard(root, folder)
+    except OSError:
+        # Whatever keeps this process from reading the folder says nothing about the folder:
+        # it stays for the others.
+        return _readonly(build())
     arrays = build()
     try:
-        if folder.exists() and _read(folder) is None:
-            # Damaged (a disk error, a hand edit): replaced whole. (Read again first: another
-            # worker may have just finished writing it.)
-            shutil.rmtree(folder)
+        # Another worker may have finished writing it meanwhile.
+        found = _read(folder)
+        if found is not None:
+            return found
         _write(root, folder, arrays)
-        _sweep(root, name, folder, time.time())
-    except OSError:
+        _sweep(root, name, time.time())
+        return _read(folder) or _readonly(arrays)
+    except (OSError, _DamagedError):
         return _readonly(arrays)
-    return _read(folder) or _readonly(arrays)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import venv
@@ -24,6 +26,12 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 CHECKOUT = Path(__file__).parents[1]
 # Spark binds to loopback only: tests never listen on an external interface.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The quality filters' tables (pipelines/tablecache.py) go to a folder of this session's, not
+# the user's cache; set before any JVM or child process starts, so that all of them inherit it.
+if "CORPUSCLEAN_TABLE_CACHE" not in os.environ:
+    _TABLES = tempfile.mkdtemp(prefix="corpusclean-test-tables-")
+    os.environ["CORPUSCLEAN_TABLE_CACHE"] = _TABLES
+    atexit.register(shutil.rmtree, _TABLES, True)
 
 
 @pytest.fixture(scope="session")

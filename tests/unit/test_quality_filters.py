@@ -408,3 +408,36 @@ def test_carried_rows_decode_as_if_decoded_afresh() -> None:
     h.carry(other, other.take(pa.array([0])), np.array([0]))
     assert h.decode(arr) is remembered
     h.forget()
+
+
+def test_paragraph_and_line_keys_from_the_prefix_hash_are_the_span_hashes() -> None:
+    # The repetition filter keys each paragraph and line from one prefix hash of the page;
+    # they must be `_span_hash`'s keys (those of the other filters and of the stop-word lists).
+    rng = random.Random(5)
+    pieces = ["", " ", "a", "ab", "the cat", "é ü", "中文", "x" * 40, "\t", "same line"]
+    texts = [""]
+    for _ in range(300):
+        parts = [rng.choice(pieces) for _ in range(rng.randint(1, 12))]
+        texts.append("".join(p + rng.choice(["\n", "\n\n", "\n\n\n", " \n"]) for p in parts))
+    d = h.decode(pa.array(texts))
+    widest = int(np.diff(d.cpo).max()) + 2
+    pw = np.ones(2 * widest, dtype=np.uint64)
+    with np.errstate(over="ignore"):  # the polynomial is mod 2**64
+        for i in range(1, pw.size):
+            pw[i] = pw[i - 1] * h._B
+    for t in range(len(texts)):
+        lo, hi = int(d.cpo[t]), int(d.cpo[t + 1])
+        pre = np.zeros(hi - lo + 1, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for i in range(hi - lo):
+                pre[i + 1] = pre[i] * h._B + np.uint64(d.cps[lo + i]) + np.uint64(1)
+        starts = np.empty(widest, dtype=np.int64)
+        ends = np.empty(widest, dtype=np.int64)
+        for min_run in (1, 2):
+            n = h._split_runs(d.cps, lo, hi, min_run, starts, ends)
+            keys = np.empty(n, dtype=np.uint64)
+            lens = np.empty(n, dtype=np.int64)
+            got = h._dup_fracs_prefix(pre, lo, pw, starts, ends, n, keys, lens)
+            want = [h._span_hash(d.cps, starts[k], ends[k]) for k in range(n)]
+            assert keys.tolist() == want, texts[t]
+            assert got == h._dup_fracs(d.cps, starts, ends, n)
