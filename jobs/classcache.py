@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from corpusclean.pipelines.tablecache import user_cache_dir
+
 ENV = "CORPUSCLEAN_CLASS_CACHE"
 OPTIONS = "spark.driver.extraJavaOptions"
 # The JVM creates the recording only when it starts writing it, and writes it in well under a
@@ -53,18 +55,11 @@ STALE_S = 3600.0
 UNUSED_S = 14 * 86400.0
 # The first bytes of a JDK dynamic archive's header (CDS magic 0xf00baba8, little-endian).
 MAGIC = b"\xa8\xab\x0b\xf0"
-_OFF = {"off", "0", "false", "no", "none"}
 
 
 def cache_dir() -> Path | None:
-    """The folder archives live in, or None when the cache is off."""
-    where = os.environ.get(ENV, "").strip()
-    if where.lower() in _OFF:
-        return None
-    if where:
-        return Path(where).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "corpusclean"
+    """The folder archives live in, or None when the cache is off (or there is no home)."""
+    return user_cache_dir(ENV, "corpusclean")
 
 
 def _spark_jars() -> Path | None:

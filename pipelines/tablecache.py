@@ -54,9 +54,10 @@ _OFF = {"off", "0", "false", "no", "none"}
 _META = "meta.json"
 
 
-def cache_dir() -> Path | None:
-    """The folder tables live in, or None when the cache is off."""
-    where = os.environ.get(ENV, "").strip()
+def user_cache_dir(env: str, *sub: str) -> Path | None:
+    """The folder named by the environment variable `env`, or `sub` under the user's cache
+    (`$XDG_CACHE_HOME`, else `~/.cache`); None when `env` says `off` or there is no home."""
+    where = os.environ.get(env, "").strip()
     if where.lower() in _OFF:
         return None
     if where:
@@ -68,11 +69,16 @@ def cache_dir() -> Path | None:
         except (RuntimeError, KeyError):
             return None
         # A user with no home (a container's arbitrary uid) gets "~" back: not a place to
-        # write, or the tables would land in the working directory.
+        # write, or the files would land in the working directory.
         if not home.is_absolute():
             return None
         base = str(home / ".cache")
-    return Path(base) / "corpusclean" / "tables"
+    return Path(base).joinpath(*sub)
+
+
+def cache_dir() -> Path | None:
+    """The folder tables live in, or None when the cache is off."""
+    return user_cache_dir(ENV, "corpusclean", "tables")
 
 
 def digest(*parts: bytes | str) -> str:

@@ -168,3 +168,15 @@ def test_archives_no_run_used_for_two_weeks_go_and_the_mapped_one_is_marked_used
     assert java_option({}) == f"-XX:SharedArchiveFile={mine}"
     assert not gone.exists() and kept.exists()
     assert time.time() - mine.stat().st_mtime < 60
+
+
+def test_a_user_without_a_home_records_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Path.home() gives "~" back for a uid with no passwd entry (a container's arbitrary
+    # user): archives there would land in the working directory.
+    monkeypatch.delenv(classcache.ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("~")))
+    assert classcache.cache_dir() is None
+    assert java_option({}) is None
+    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere/cache")
+    assert classcache.cache_dir() == Path("/somewhere/cache/corpusclean")
