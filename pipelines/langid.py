@@ -184,13 +184,9 @@ def labels() -> tuple[str, ...]:
 # --------------------------------------------------------------------------- preparation
 
 
-def _readonly(buf: np.ndarray) -> np.ndarray:
-    """A read-only view of `buf`. Numba compiles (and caches) a function once per argument
-    type, and read-only is part of an array's type: Arrow's buffers are read-only, a batch
-    with rewritten documents is not, and one type means one compilation per worker."""
-    view = buf.view()
-    view.flags.writeable = False
-    return view
+# Arrow's buffers are read-only and a batch with rewritten documents is not: the kernels get
+# read-only views of both, one numba type (tablecache.readonly).
+_readonly = tablecache.readonly
 
 
 def _cut(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, max_bytes: int) -> np.ndarray:

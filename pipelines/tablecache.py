@@ -114,15 +114,18 @@ def code(fn: Callable[..., object]) -> bytes:
     return b"\0".join(walk(fn.__code__))
 
 
+def readonly(arr: np.ndarray) -> np.ndarray:
+    """A read-only view of `arr`. Numba compiles (and caches) a function once per argument
+    type, and read-only is part of an array's type: a built table and a mapped one (or an
+    Arrow buffer and a rewritten copy) then share one compilation per worker."""
+    view = arr.view()
+    view.flags.writeable = False
+    return view
+
+
 def _readonly(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every array read-only: numba compiles a function once per argument type, and
-    read-only is part of it, so a built table and a mapped one share one compilation."""
-    out = {}
-    for name, arr in arrays.items():
-        view = arr.view()
-        view.flags.writeable = False
-        out[name] = view
-    return out
+    """Every array of `arrays` read-only (`readonly`)."""
+    return {name: readonly(arr) for name, arr in arrays.items()}
 
 
 class _DamagedError(Exception):
