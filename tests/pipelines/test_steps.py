@@ -160,6 +160,29 @@ def test_dedup_is_independent_of_partitioning(spark) -> None:
     assertDataFrameEqual(run(3), run(7))
 
 
+def _shuffles(df) -> int:
+    """Hash exchanges in `df`'s physical plan (AQE's initial plan: one job each when run)."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return plan.count("Exchange hashpartitioning")
+
+
+def test_each_window_stage_shuffles_the_frame_once(spark) -> None:
+    """doc_id's rank and group size share one shuffle and sort, and so do exact's rank, size
+    and first id: each stage's windows partition on one column, not each on its own copy of
+    the "still live" expression (which cost the narrow frame two more shuffles, two jobs)."""
+    rows = [(f"id{i % 5}", i % 7, f"h{i % 3}", i, T0, 0.0, None) for i in range(30)]
+    base = _frame(spark, rows).transform(start_stages)
+    by_id = base.transform(
+        lambda d: mark_doc_id_duplicates(d, "doc_id", survivor_order("longest", "doc_id"))
+    )
+    both = by_id.transform(
+        lambda d: mark_exact_duplicates(d, "doc_id", survivor_order("longest", "doc_id"))
+    )
+    assert _shuffles(by_id) == 1
+    assert _shuffles(both) == 2
+    assert "__live" not in both.columns
+
+
 def test_missing_stats_and_median_imputation(spark) -> None:
     df = spark.createDataFrame(
         [("a", 1.0, ""), ("b", None, None), ("c", 3.0, " "), ("d", 5.0, "x")],
