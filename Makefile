@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Test processes (pytest-xdist): Spark jobs leave a core idle between their stages, in their
+# JVM's start and in subprocess runs; a second worker fills it. tests/conftest.py groups the
+# tests that share a costly fixture.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test lint bench-clean bench-near java
 
@@ -23,7 +27,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -101,6 +101,11 @@ def _start(args: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
     # The master and workers only schedule: the JIT's first tier is enough for them.
     env["SPARK_DAEMON_JAVA_OPTS"] = "-XX:TieredStopAtLevel=1"
+    # Executors' scratch (the unpacked env archive, ~280 MB, and shuffle files) under the test's
+    # folder: a SIGKILLed worker never removes it, and in /tmp it would outlive the suite.
+    local = log.parent / "local"
+    local.mkdir(exist_ok=True)
+    env["SPARK_LOCAL_DIRS"] = str(local)
     return subprocess.Popen(
         [_spark_class(), *args],
         stdout=log.open("w"),
@@ -296,8 +301,30 @@ class _Background:
     procs: ClassVar[list[subprocess.Popen]] = []
 
 
+# Session fixtures that each cost a minute or more, by the scheduling group of the tests that use
+# them: under pytest-xdist (`make test`), a group's tests run in one worker, so each is built
+# once. Any other test is scheduled with the rest of its module, so module fixtures are too.
+_SHARED = (
+    (("installed", "standalone_cluster"), "installed"),
+    (("client_python",), "client"),
+    (("viewed_run",), "viewed-run"),
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its own hook, loadgroup)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        group = next((g for fixtures, g in _SHARED if names.intersection(fixtures)), None)
+        item.add_marker(pytest.mark.xdist_group(group or item.nodeid.split("::")[0]))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Every worker collects every test: the fixture builds it, in the one worker whose
+        # group uses it, while the other workers run the rest.
         return
     if not any("installed" in getattr(item, "fixturenames", ()) for item in session.items):
         return
