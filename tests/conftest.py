@@ -301,22 +301,55 @@ class _Background:
     procs: ClassVar[list[subprocess.Popen]] = []
 
 
-# Session fixtures that each cost a minute or more, by the scheduling group of the tests that use
-# them: under pytest-xdist (`make test`), a group's tests run in one worker, so each is built
-# once. Any other test is scheduled with the rest of its module, so module fixtures are too.
-_SHARED = (
-    (("installed", "standalone_cluster"), "installed"),
-    (("client_python",), "client"),
-    (("viewed_run",), "viewed-run"),
-)
+# Tests that share a session fixture costing a minute or more are one scheduling unit under
+# pytest-xdist (`make test`), so that each fixture is built in one worker only; any other test
+# goes with the rest of its file, so that module fixtures are built once too. By path, as the
+# scheduler sees only node ids; pytest_collection_modifyitems holds every user of such a fixture
+# to its group.
+_GROUPS = {
+    "tests/cluster/": "installed",
+    "tests/installed/": "installed",
+    "tests/client/": "client",
+    "tests/browser/": "viewed-run",
+    "tests/jobs/test_report_views.py": "viewed-run",
+}
+_COSTLY = {
+    "installed": "installed",
+    "standalone_cluster": "installed",
+    "client_python": "client",
+    "viewed_run": "viewed-run",
+}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its own hook, loadgroup)
+def scheduling_unit(nodeid: str) -> str:
+    """The scheduling unit of a test: its shared fixture's group, else its file."""
+    path = nodeid.split("::")[0]
+    return next((g for prefix, g in _GROUPS.items() if path.startswith(prefix)), path)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        group = next((g for fixtures, g in _SHARED if names.intersection(fixtures)), None)
-        item.add_marker(pytest.mark.xdist_group(group or item.nodeid.split("::")[0]))
+        group = scheduling_unit(item.nodeid)
+        for fixture in sorted(set(getattr(item, "fixturenames", ())) & _COSTLY.keys()):
+            if _COSTLY[fixture] != group:
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses {fixture}: add its file to tests/conftest.py _GROUPS "
+                    f"as {_COSTLY[fixture]!r}, so that one worker builds the fixture"
+                )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Units by `scheduling_unit`, handed out in collection order (the costly groups' tiers come
+    first) to whichever worker runs low."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return Grouped(config, log)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
