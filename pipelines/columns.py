@@ -24,6 +24,8 @@ NEAR_CLUSTER = "_near_cluster"
 # The prior index a row duplicates (clean --against), null for rows removed within the batch.
 AGAINST = "_against"
 RANK = "__rank"
+# The dedup windows' partition key, "still in the corpus" (pipelines/dedup.py).
+LIVE = "__live"
 # clean: content features (pipelines/content.py) and near dedup (pipelines/near_dedup.py)
 NORM_HASH = "_norm_hash"
 BAD_CHARS = "_bad_chars"
@@ -67,6 +69,7 @@ CLEAN_RESERVED: frozenset[str] = frozenset(
         NEAR_CLUSTER,
         AGAINST,
         RANK,
+        LIVE,
         NORM_HASH,
         BAD_CHARS,
         MINHASH,

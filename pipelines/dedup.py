@@ -22,6 +22,7 @@ from corpusclean.pipelines.columns import (
     DOCID_GROUP,
     DOCID_KEPT,
     EXACT_CLUSTER,
+    LIVE,
     NORM_HASH,
     RANK,
     REASON,
@@ -72,11 +73,10 @@ def _active() -> Column:
     return F.col(STAGE).isNull()
 
 
-# The window stages' partition key, "still in the corpus", as a column of its own. Spark names
-# an expression in a window's PARTITION BY afresh in each window it extracts, so two windows
-# over `_active()` would each need their own shuffle and sort of the frame; over one column,
-# the windows of a stage share a single exchange and sort.
-_LIVE = "__live"
+# The window stages' partition key, "still in the corpus", is a column of its own (LIVE): Spark
+# names an expression in a window's PARTITION BY afresh in each window it extracts, so two
+# windows over `_active()` would each need their own shuffle and sort of the frame; over one
+# column, the windows of a stage share a single exchange and sort.
 
 
 def mark_doc_id_duplicates(
@@ -88,19 +88,19 @@ def mark_doc_id_duplicates(
     occurs on two or more live rows) and `_docid_kept` (it is the survivor of its doc_id), and
     sets `_stage = stage` on the others.
     """
-    by_id = Window.partitionBy(F.col(_LIVE), F.col(id_col))
+    by_id = Window.partitionBy(F.col(LIVE), F.col(id_col))
     rank = F.row_number().over(by_id.orderBy(*order))
     size = F.count(F.lit(1)).over(by_id)
     return (
-        df.withColumn(_LIVE, _active())
+        df.withColumn(LIVE, _active())
         .withColumn(RANK, rank)
-        .withColumn(DOCID_GROUP, _active() & (size > 1))
-        .withColumn(DOCID_KEPT, _active() & (F.col(RANK) == 1))
+        .withColumn(DOCID_GROUP, F.col(LIVE) & (size > 1))
+        .withColumn(DOCID_KEPT, F.col(LIVE) & (F.col(RANK) == 1))
         .withColumn(
             STAGE,
-            F.when(_active() & (F.col(RANK) > 1), F.lit(stage)).otherwise(F.col(STAGE)),
+            F.when(F.col(LIVE) & (F.col(RANK) > 1), F.lit(stage)).otherwise(F.col(STAGE)),
         )
-        .drop(RANK, _LIVE)
+        .drop(RANK, LIVE)
     )
 
 
@@ -118,7 +118,7 @@ def mark_exact_duplicates(
     survivor's doc_id, for every member of a group of two or more; null otherwise) and sets
     `_stage = stage` on the members that are not the survivor.
     """
-    by_hash = Window.partitionBy(F.col(_LIVE), F.col(hash_col))
+    by_hash = Window.partitionBy(F.col(LIVE), F.col(hash_col))
     ordered = by_hash.orderBy(*order)
     rank = F.row_number().over(ordered)
     size = F.count(F.lit(1)).over(by_hash)
@@ -128,14 +128,14 @@ def mark_exact_duplicates(
     # A row an earlier step already assigned (a prior document's match) keeps its cluster.
     earlier = F.col(cluster_col) if cluster_col in df.columns else F.lit(None).cast("string")
     return (
-        df.withColumn(_LIVE, _active())
+        df.withColumn(LIVE, _active())
         .withColumn(RANK, rank)
-        .withColumn(cluster_col, F.when(_active() & (size > 1), first).otherwise(earlier))
+        .withColumn(cluster_col, F.when(F.col(LIVE) & (size > 1), first).otherwise(earlier))
         .withColumn(
             STAGE,
-            F.when(_active() & (F.col(RANK) > 1), F.lit(stage)).otherwise(F.col(STAGE)),
+            F.when(F.col(LIVE) & (F.col(RANK) > 1), F.lit(stage)).otherwise(F.col(STAGE)),
         )
-        .drop(RANK, _LIVE)
+        .drop(RANK, LIVE)
     )
 
 
