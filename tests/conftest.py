@@ -101,8 +101,9 @@ def _start(args: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
     # The master and workers only schedule: the JIT's first tier is enough for them.
     env["SPARK_DAEMON_JAVA_OPTS"] = "-XX:TieredStopAtLevel=1"
-    # Executors' scratch (the unpacked env archive, ~280 MB, and shuffle files) under the test's
-    # folder: a SIGKILLed worker never removes it, and in /tmp it would outlive the suite.
+    # Executors' local dirs (block manager and shuffle files, and the cached copy of each
+    # fetched file: the env archive's is ~280 MB) under the test's folder: a SIGKILLed worker
+    # never removes them, and in /tmp they would outlive the suite.
     local = log.parent / "local"
     local.mkdir(exist_ok=True)
     env["SPARK_LOCAL_DIRS"] = str(local)
@@ -339,9 +340,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Units by `scheduling_unit`, handed out in collection order (the costly groups' tiers come
-    first) to whichever worker runs low."""
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """For plain `-n N` (`--dist load`): units by `scheduling_unit`, handed out in collection
+    order (the costly groups' tiers come first) to whichever worker runs low. Any other
+    `--dist` mode is xdist's own."""
+    if config.getvalue("dist") != "load":
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class Grouped(LoadScopeScheduling):
@@ -355,7 +359,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(session.config, "workerinput"):
         # Every worker collects every test: the fixture builds it, in the one worker whose
         # group uses it, while the other workers run the rest.
         return
