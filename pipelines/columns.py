@@ -26,6 +26,11 @@ AGAINST = "_against"
 RANK = "__rank"
 # The dedup windows' partition key, "still in the corpus" (pipelines/dedup.py).
 LIVE = "__live"
+# A batch row's match in a prior index (clean --against, pipelines/prior.py): the key asked
+# for, the prior document's doc_id and the index's name, while they are joined to the rows.
+PRIOR_KEY = "__prior_key"
+PRIOR_ID = "__prior_id"
+PRIOR_AGAINST = "__against"
 # clean: content features (pipelines/content.py) and near dedup (pipelines/near_dedup.py)
 NORM_HASH = "_norm_hash"
 BAD_CHARS = "_bad_chars"
@@ -70,6 +75,9 @@ CLEAN_RESERVED: frozenset[str] = frozenset(
         AGAINST,
         RANK,
         LIVE,
+        PRIOR_KEY,
+        PRIOR_ID,
+        PRIOR_AGAINST,
         NORM_HASH,
         BAD_CHARS,
         MINHASH,

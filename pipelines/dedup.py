@@ -24,6 +24,7 @@ from corpusclean.pipelines.columns import (
     EXACT_CLUSTER,
     LIVE,
     NORM_HASH,
+    PRIOR_AGAINST,
     RANK,
     REASON,
     ROW_HASH,
@@ -149,7 +150,7 @@ def apply_clusters(
     `_stage = stage` on members that are not their cluster's survivor.
     """
     prior = AGAINST in clusters.columns
-    extra = [F.col(AGAINST).alias("__against")] if prior else []
+    extra = [F.col(AGAINST).alias(PRIOR_AGAINST)] if prior else []
     joined = df.join(
         clusters.select(F.col(ROW_ID), F.col("cluster_id").alias(cluster_col), *extra),
         ROW_ID,
@@ -158,16 +159,16 @@ def apply_clusters(
     differs = F.col(cluster_col) != F.col(id_col)
     if prior:
         # A cluster that reaches a prior document (clean --against) keeps none of its rows.
-        differs = differs | F.col("__against").isNotNull()
+        differs = differs | F.col(PRIOR_AGAINST).isNotNull()
     loser = _active() & F.col(cluster_col).isNotNull() & differs
     if not prior:
         return joined.withColumn(STAGE, F.when(loser, F.lit(stage)).otherwise(F.col(STAGE)))
     earlier = F.col(AGAINST) if AGAINST in df.columns else F.lit(None).cast("string")
     # Both from the row's state before this stage marks it.
     return joined.select(
-        *[c for c in joined.columns if c not in (STAGE, AGAINST, "__against")],
+        *[c for c in joined.columns if c not in (STAGE, AGAINST, PRIOR_AGAINST)],
         F.when(loser, F.lit(stage)).otherwise(F.col(STAGE)).alias(STAGE),
-        F.when(loser & F.col("__against").isNotNull(), F.col("__against"))
+        F.when(loser & F.col(PRIOR_AGAINST).isNotNull(), F.col(PRIOR_AGAINST))
         .otherwise(earlier)
         .alias(AGAINST),
     )

@@ -24,7 +24,15 @@ import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from corpusclean.pipelines.arrowbuf import value_buffers
-from corpusclean.pipelines.columns import AGAINST, BANDS, ROW_ID, STAGE
+from corpusclean.pipelines.columns import (
+    AGAINST,
+    BANDS,
+    PRIOR_AGAINST,
+    PRIOR_ID,
+    PRIOR_KEY,
+    ROW_ID,
+    STAGE,
+)
 
 # Prior nodes: -1 - (index order << 48 | ix). An index's `ix` is its run's row id, far below
 # 2^48 (Spark's monotonically increasing ids are partition << 33 | row).
@@ -94,7 +102,7 @@ def _first_match(
         union.join(keys, alias, "left_semi")
         .groupBy(alias)
         .agg(F.min("m").alias("m"))
-        .select(alias, F.col("m.id").alias("__prior_id"), F.col("m.n").alias("__against"))
+        .select(alias, F.col("m.id").alias(PRIOR_ID), F.col("m.n").alias(PRIOR_AGAINST))
     )
 
 
@@ -115,7 +123,7 @@ def mark_prior_matches(
     `df` (removed ones included: every row's key is asked for) when known; up to
     `BROADCAST_ROWS` its keys and matches are broadcast.
     """
-    alias = "__prior_key"
+    alias = PRIOR_KEY
     broadcast = batch_rows is not None and batch_rows <= BROADCAST_ROWS
     # Every row's key, not only the live rows': the live ones are those an earlier stage's
     # window left, and asking for them would compute that window a second time for the keys
@@ -125,14 +133,14 @@ def mark_prior_matches(
     if broadcast:
         matches = F.broadcast(matches)  # at most one row per key of the batch
     joined = df.join(matches, df[on] == matches[alias], "left").drop(alias)
-    hit = F.col(STAGE).isNull() & F.col("__prior_id").isNotNull()
+    hit = F.col(STAGE).isNull() & F.col(PRIOR_ID).isNotNull()
     against = F.col(AGAINST) if AGAINST in df.columns else F.lit(None).cast("string")
-    out = joined.withColumn(AGAINST, F.when(hit, F.col("__against")).otherwise(against))
+    out = joined.withColumn(AGAINST, F.when(hit, F.col(PRIOR_AGAINST)).otherwise(against))
     if cluster_col is not None:
         current = F.col(cluster_col) if cluster_col in df.columns else F.lit(None).cast("string")
-        out = out.withColumn(cluster_col, F.when(hit, F.col("__prior_id")).otherwise(current))
+        out = out.withColumn(cluster_col, F.when(hit, F.col(PRIOR_ID)).otherwise(current))
     return out.withColumn(STAGE, F.when(hit, F.lit(stage)).otherwise(F.col(STAGE))).drop(
-        "__prior_id", "__against"
+        PRIOR_ID, PRIOR_AGAINST
     )
 
 
