@@ -24,7 +24,10 @@ NEAR_CLUSTER = "_near_cluster"
 # The prior index a row duplicates (clean --against), null for rows removed within the batch.
 AGAINST = "_against"
 RANK = "__rank"
-# The dedup windows' partition key, "still in the corpus" (pipelines/dedup.py).
+# The dedup windows' partition key, "still in the corpus" (pipelines/dedup.py), as a column:
+# Spark names an expression in a window's PARTITION BY afresh in each window it extracts, so
+# two windows over `_stage IS NULL` would each shuffle and sort the frame; over one column, a
+# stage's windows share one exchange and sort.
 LIVE = "__live"
 # A batch row's match in a prior index (clean --against, pipelines/prior.py): the key asked
 # for, the prior document's doc_id and the index's name, while they are joined to the rows.

@@ -74,12 +74,6 @@ def _active() -> Column:
     return F.col(STAGE).isNull()
 
 
-# The window stages' partition key, "still in the corpus", is a column of its own (LIVE): Spark
-# names an expression in a window's PARTITION BY afresh in each window it extracts, so two
-# windows over `_active()` would each need their own shuffle and sort of the frame; over one
-# column, the windows of a stage share a single exchange and sort.
-
-
 def mark_doc_id_duplicates(
     df: DataFrame, id_col: str, order: list[Column], stage: str = "doc_id"
 ) -> DataFrame:
