@@ -639,6 +639,57 @@ def exact_jaccard(a: str, b: str, params: MinHashParams) -> float:
     return np.intersect1d(sa, sb, assume_unique=True).size / union
 
 
+def pair_jaccards(
+    a: pa.Array | pa.ChunkedArray,
+    b: pa.Array | pa.ChunkedArray,
+    params: MinHashParams,
+    compiled: bool | None = None,
+) -> np.ndarray:
+    """Exact Jaccard similarity of the shingle sets of `a[i]` and `b[i]`: float64 (n,), 0.0
+    where either document has no shingle (null, empty, only separators).
+
+    `compiled`: the numba kernel or the numpy steps, as in `signatures` (the same shingle sets,
+    so the same values); None: as `use_compiled` decides.
+    """
+    a, b = _as_strings(a), _as_strings(b)
+    if len(a) != len(b):
+        raise ValueError(f"pair_jaccards needs two arrays of one length, got {len(a)}, {len(b)}")
+    n = len(a)
+    out = np.zeros(n)
+    if compiled is None:
+        compiled = use_compiled(a.nbytes + b.nbytes)
+    if not compiled:
+        ha, oa = shingle_batch(a, params)
+        hb, ob = shingle_batch(b, params)
+        for i in range(n):
+            sa = np.unique(ha[oa[i] : oa[i + 1]])
+            sb = np.unique(hb[ob[i] : ob[i + 1]])
+            if len(sa) and len(sb):
+                inter = len(np.intersect1d(sa, sb, assume_unique=True))
+                out[i] = inter / (len(sa) + len(sb) - inter)
+        return out
+    from corpusclean.pipelines import minhash_jit
+
+    for lo, hi in _chunks(a):
+        buf_a, offs_a = _flat_buffer(_as_text_array(a.slice(lo, hi - lo)))
+        buf_b, offs_b = _flat_buffer(_as_text_array(b.slice(lo, hi - lo)))
+        minhash_jit.pair_jaccards_into(
+            buf_a,
+            offs_a,
+            buf_b,
+            offs_b,
+            _bmp_classes(),
+            params.tokenizer,
+            params.ngram,
+            params.char_ngram,
+            _NGRAM_K,
+            _TOKEN_LEN_K,
+            _CHAR_SALT,
+            out[lo:hi],
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Estimates and band keys
 

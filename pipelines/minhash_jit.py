@@ -239,6 +239,33 @@ def _sketch(g: Any, m: int, keys: Any, k: int, shift: int, top: int, base: Any, 
 
 
 @_jit
+def _doc_shingles(
+    buf: Any,
+    lo: int,
+    hi: int,
+    bmp: Any,
+    astral_cp: Any,
+    astral_cls: Any,
+    mode: int,
+    ngram: int,
+    char_ngram: int,
+    ngram_k: Any,
+    tok_k: Any,
+    salt: Any,
+    units: Any,
+    out: Any,
+) -> int:
+    """The shingle hashes of the document `buf[lo:hi]` into `out` (repeats included), as
+    `minhash.shingle_batch` gives them; their number."""
+    chars = mode == CHAR or (mode == AUTO and _is_cjk_doc(buf, lo, hi, bmp, astral_cp, astral_cls))
+    if chars:
+        m = _char_units(buf, lo, hi, bmp, astral_cp, astral_cls, salt, units)
+        return _shingles(units, m, char_ngram, ngram_k, out)
+    m = _word_units(buf, lo, hi, bmp, astral_cp, astral_cls, tok_k, units)
+    return _shingles(units, m, ngram, ngram_k, out)
+
+
+@_jit
 def _signatures(
     buf: Any,
     offs: Any,
@@ -266,19 +293,130 @@ def _signatures(
     g = np.empty(widest + 1, dtype=np.uint64)
     base = np.empty(widest + 1, dtype=np.uint64)
     for d in range(n):
-        lo, hi = offs[d], offs[d + 1]
-        chars = mode == CHAR or (
-            mode == AUTO and _is_cjk_doc(buf, lo, hi, bmp, astral_cp, astral_cls)
+        c = _doc_shingles(
+            buf,
+            offs[d],
+            offs[d + 1],
+            bmp,
+            astral_cp,
+            astral_cls,
+            mode,
+            ngram,
+            char_ngram,
+            ngram_k,
+            tok_k,
+            salt,
+            units,
+            g,
         )
-        if chars:
-            m = _char_units(buf, lo, hi, bmp, astral_cp, astral_cls, salt, units)
-            c = _shingles(units, m, char_ngram, ngram_k, g)
-        else:
-            m = _word_units(buf, lo, hi, bmp, astral_cp, astral_cls, tok_k, units)
-            c = _shingles(units, m, ngram, ngram_k, g)
         counts[d] = c
         if c:
             _sketch(g, c, keys, k, shift, top, base, sig[d])
+
+
+@_jit
+def _overlap(ga: Any, ca: int, gb: Any, cb: int, values: Any, owners: Any) -> Any:
+    """(distinct values of `ga[:ca]`, of `gb[:cb]`, common to both), counted in one open-
+    addressing table: `values`/`owners` are work arrays of a power-of-two size at least twice
+    `ca + cb`. The shingle hashes are finaliser outputs, so their low bits index the table
+    directly. A table, not two sorts and a merge: 0.47 against 0.77 s for 10k pairs of web
+    pages."""
+    size = 16
+    while size < 2 * (ca + cb):
+        size *= 2
+    mask = size - 1
+    owners[:size] = 0
+    ua = ub = common = 0
+    for i in range(ca + cb):
+        v = ga[i] if i < ca else gb[i - ca]
+        bit = np.uint8(1) if i < ca else np.uint8(2)
+        slot = np.int64(v & _U64(mask))
+        while owners[slot] != 0 and values[slot] != v:
+            slot = (slot + 1) & mask
+        had = owners[slot]
+        if had & bit:
+            continue
+        if had == 0:
+            values[slot] = v
+        owners[slot] = had | bit
+        if i < ca:
+            ua += 1
+        else:
+            ub += 1
+            if had:
+                common += 1
+    return ua, ub, common
+
+
+@_jit
+def _pair_jaccards(
+    buf_a: Any,
+    offs_a: Any,
+    astral_a: Any,
+    classes_a: Any,
+    buf_b: Any,
+    offs_b: Any,
+    astral_b: Any,
+    classes_b: Any,
+    bmp: Any,
+    mode: int,
+    ngram: int,
+    char_ngram: int,
+    ngram_k: Any,
+    tok_k: Any,
+    salt: Any,
+    out: Any,
+) -> None:
+    n = offs_a.size - 1
+    widest = 0
+    for d in range(n):
+        widest = max(widest, offs_a[d + 1] - offs_a[d], offs_b[d + 1] - offs_b[d])
+    units = np.empty(widest + 1, dtype=np.uint64)
+    ga = np.empty(widest + 1, dtype=np.uint64)
+    gb = np.empty(widest + 1, dtype=np.uint64)
+    size = 16
+    while size < 4 * (widest + 1):
+        size *= 2
+    values = np.empty(size, dtype=np.uint64)
+    owners = np.empty(size, dtype=np.uint8)
+    for d in range(n):
+        ca = _doc_shingles(
+            buf_a,
+            offs_a[d],
+            offs_a[d + 1],
+            bmp,
+            astral_a,
+            classes_a,
+            mode,
+            ngram,
+            char_ngram,
+            ngram_k,
+            tok_k,
+            salt,
+            units,
+            ga,
+        )
+        cb = _doc_shingles(
+            buf_b,
+            offs_b[d],
+            offs_b[d + 1],
+            bmp,
+            astral_b,
+            classes_b,
+            mode,
+            ngram,
+            char_ngram,
+            ngram_k,
+            tok_k,
+            salt,
+            units,
+            gb,
+        )
+        ua, ub, inter = _overlap(ga, ca, gb, cb, values, owners)
+        if ua == 0 or ub == 0:
+            out[d] = 0.0
+            continue
+        out[d] = inter / (ua + ub - inter)
 
 
 def signatures_into(
@@ -319,6 +457,46 @@ def signatures_into(
         top,
         sig,
         counts,
+    )
+
+
+def pair_jaccards_into(
+    buf_a: np.ndarray,
+    offs_a: np.ndarray,
+    buf_b: np.ndarray,
+    offs_b: np.ndarray,
+    bmp: np.ndarray,
+    mode: str,
+    ngram: int,
+    char_ngram: int,
+    ngram_k: np.ndarray,
+    tok_k: np.uint64,
+    salt: np.uint64,
+    out: np.ndarray,
+) -> None:
+    """Fill `out` ((n,) float64) with the exact Jaccard similarity of the shingle sets of the
+    lower-cased UTF-8 documents `buf_a[offs_a[i]:offs_a[i + 1]]` and
+    `buf_b[offs_b[i]:offs_b[i + 1]]` (each buffer padded with 8 zero bytes); 0.0 where either
+    document has no shingle."""
+    astral_a, classes_a = _astral_cps(buf_a, offs_a)
+    astral_b, classes_b = _astral_cps(buf_b, offs_b)
+    _pair_jaccards(
+        buf_a,
+        offs_a.astype(np.int64, copy=False),
+        astral_a,
+        classes_a,
+        buf_b,
+        offs_b.astype(np.int64, copy=False),
+        astral_b,
+        classes_b,
+        bmp,
+        MODES[mode],
+        ngram,
+        char_ngram,
+        ngram_k,
+        tok_k,
+        salt,
+        out,
     )
 
 

@@ -63,7 +63,13 @@ from corpusclean.pipelines.columns import (
 )
 from corpusclean.pipelines.components import spark_connected_components, union_find_components
 from corpusclean.pipelines.dedup import survivor_order
-from corpusclean.pipelines.minhash import MinHashParams, band_hashes, optimal_bands, signatures
+from corpusclean.pipelines.minhash import (
+    MinHashParams,
+    band_hashes,
+    optimal_bands,
+    pair_jaccards,
+    signatures,
+)
 from corpusclean.pipelines.prior import (
     DOC_ID,
     PriorIndex,
@@ -262,21 +268,11 @@ def choose_cluster_survivors(
 
 
 def _exact_batches(params: MinHashParams) -> Any:
-    from corpusclean.pipelines.minhash import shingle_batch
-
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # The driver path's only verification task: the crash tests' kill point there.
         hold("near.verify")
         for batch in batches:
-            ha, oa = shingle_batch(batch.column("text_src"), params)
-            hb, ob = shingle_batch(batch.column("text_dst"), params)
-            out = np.zeros(batch.num_rows)
-            for i in range(batch.num_rows):
-                a = np.unique(ha[oa[i] : oa[i + 1]])
-                b = np.unique(hb[ob[i] : ob[i + 1]])
-                if len(a) and len(b):
-                    inter = len(np.intersect1d(a, b, assume_unique=True))
-                    out[i] = inter / (len(a) + len(b) - inter)
+            out = pair_jaccards(batch.column("text_src"), batch.column("text_dst"), params)
             yield pa.RecordBatch.from_pydict(
                 {
                     "src": batch.column("src"),

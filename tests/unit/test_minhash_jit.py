@@ -81,6 +81,41 @@ def test_large_strings_and_slices_give_the_same_rows() -> None:
     assert np.array_equal(whole[50:110], part)
 
 
+def _edited(text: str | None, rng: random.Random) -> str | None:
+    """`text` with a few of its words dropped, swapped or upper-cased: a near duplicate."""
+    if text is None or rng.random() < 0.1:
+        return text
+    words = text.split(" ")
+    for _ in range(rng.randrange(0, 6)):
+        i = rng.randrange(len(words))
+        words[i] = rng.choice(["", words[i].upper(), words[-1 - i], "new"])
+    return " ".join(words)
+
+
+@pytest.mark.parametrize("tokenizer", ["word", "char", "auto"])
+def test_compiled_pair_jaccards_equal_the_numpy_steps(tokenizer: str) -> None:
+    params = NearDedupParams(tokenizer=tokenizer).minhash
+    rng = random.Random(7)
+    left = _texts(400, seed=11)
+    # Near duplicates, unrelated pairs, a document against itself, and repeats within one.
+    right = [_edited(t, rng) for t in left[:300]] + _texts(len(left) - len(EDGES), seed=12)[300:]
+    right[300:310] = left[300:310]
+    left[310:320] = [(t or "w1 ") * 5 for t in left[310:320]]
+    a, b = pa.array(left, pa.string()), pa.array(right, pa.string())
+    numpy_path = mh.pair_jaccards(a, b, params, compiled=False)
+    kernel = mh.pair_jaccards(a, b, params, compiled=True)
+    assert kernel.tolist() == numpy_path.tolist()
+    assert kernel.tolist() == mh.pair_jaccards(a.cast(pa.large_string()), b, params, True).tolist()
+    # Not vacuous: high, partial and zero overlaps all occur, and a pair agrees with the
+    # one-pair definition.
+    assert (kernel == 1.0).sum() >= 10
+    assert ((kernel > 0.2) & (kernel < 1.0)).sum() > 50
+    assert (kernel == 0.0).sum() > 20
+    for i in (0, 5, 13, 305):
+        if left[i] and right[i] and kernel[i] > 0:
+            assert kernel[i] == mh.exact_jaccard(left[i], right[i], params)
+
+
 def test_the_kernel_is_loaded_once_a_worker_has_text_enough(monkeypatch) -> None:
     monkeypatch.delenv("CORPUSCLEAN_MINHASH_KERNEL", raising=False)
     monkeypatch.setattr(mh, "_signed_bytes", 0)
