@@ -37,6 +37,9 @@ PRIOR_AGAINST = "__against"
 # clean: content features (pipelines/content.py) and near dedup (pipelines/near_dedup.py)
 NORM_HASH = "_norm_hash"
 BAD_CHARS = "_bad_chars"
+# The text of a row a filter refused, from the read pass (null for every other row): rejected/
+# is then written without reading every input row's text a second time.
+REFUSED_TEXT = "__refused_text"
 MINHASH = "_minhash"
 BANDS = "_bands"
 SHINGLES = "_shingles"
@@ -83,6 +86,7 @@ CLEAN_RESERVED: frozenset[str] = frozenset(
         PRIOR_AGAINST,
         NORM_HASH,
         BAD_CHARS,
+        REFUSED_TEXT,
         MINHASH,
         BANDS,
         SHINGLES,

@@ -22,7 +22,7 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from corpusclean.pipelines.arrowbuf import value_buffers
 from corpusclean.pipelines.base import Filter, TextFeature
-from corpusclean.pipelines.columns import BAD_CHARS, NORM_HASH, REASON, STAGE
+from corpusclean.pipelines.columns import BAD_CHARS, NORM_HASH, REASON, REFUSED_TEXT, STAGE
 
 # U+FFFD (what a decoder writes for bytes it could not decode) and the C0/C1 control characters
 # (Unicode category Cc: U+0000-001F, U+007F-009F) other than tab, newline and carriage return.
@@ -164,6 +164,8 @@ class ReadPass:
     # The audit's bad-character count of each row still in the corpus (`_bad_chars`), so the
     # audit need not send the published text to Python again (about 2% of the pass's time).
     bad_chars: bool = False
+    # `_refused_text`: each refused row's text (`refused_text`), for rejected/.
+    refused_text: bool = False
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         texts = batch.column(self.text_col)
@@ -188,6 +190,9 @@ class ReadPass:
         idx, pos = _positions(live)
         sub = texts if pos is None else texts.take(pa.array(idx))
         columns[NORM_HASH] = _scatter(content_hashes(sub), pos)
+        # In the order `schema` gives: Spark reads the columns by position.
+        if self.refused_text:
+            columns[REFUSED_TEXT] = pc.if_else(pc.is_valid(reason), texts, None)
         if self.bad_chars:
             columns[BAD_CHARS] = _scatter(bad_char_counts(sub), pos)
         for feature in self.features:
@@ -261,6 +266,8 @@ class ReadPass:
         for step in self.scorers:
             fields.extend(spark_fields(step.score_fields()))
         fields.append(StructField(NORM_HASH, BinaryType(), True))
+        if self.refused_text:
+            fields.append(StructField(REFUSED_TEXT, schema[self.text_col].dataType, True))
         if self.bad_chars:
             fields.append(StructField(BAD_CHARS, LongType(), True))
         for feature in self.features:
@@ -276,9 +283,10 @@ def run_read_pass(df: DataFrame, spec: ReadPass) -> DataFrame:
     one rejected, adds its score columns and sets `_reject_reason`/`_stage` where its keep rule
     says no. Rows still in the corpus then get `_norm_hash` (binary, 128-bit BLAKE2b of the
     normalised text), with `spec.bad_chars` `_bad_chars` (int64, see `bad_char_counts`), and
-    every column of `spec.features`. Every other input column passes
-    through; the text column is dropped: it is the one wide column, and nothing downstream of
-    this pass needs it.
+    every column of `spec.features`. With `spec.refused_text`, `__refused_text` holds the text
+    of every row with a reason (null for the others). Every other input column passes
+    through; the text column is dropped: it is the one wide column, and only rejected/ needs
+    it again, for the refused rows.
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -95,6 +95,36 @@ def test_passing_run_publishes_everything(spark, corpus: Path, tmp_path: Path, c
     assert summary["output_rows"] == report["output_rows"]
 
 
+def test_rejected_rows_are_whole_without_a_second_read_of_the_text(
+    spark, corpus: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """rejected/ takes each refused row's text from the read pass: its scan of the input reads
+    every column but the text, and each row still comes out as it was in the input."""
+    plans: list[str] = []
+    build = clean._rejected_rows
+
+    def spy(*args, **kwargs):
+        frame = build(*args, **kwargs)
+        plans.append(frame._jdf.queryExecution().executedPlan().toString())
+        return frame
+
+    monkeypatch.setattr(clean, "_rejected_rows", spy)
+    out = tmp_path / "clean"
+    assert clean.main(["--input", str(corpus), "--output", str(out), *FAST]) == 0
+    scans = [ln for ln in plans[0].splitlines() if "ReadSchema" in ln and "/raw" in ln]
+    assert scans, plans[0]
+    assert all("text:" not in ln and "doc_id:" in ln for ln in scans), scans
+    rejected = _rows(out / "rejected")
+    raw = _rows(corpus)
+    key = [f.name for f in raw.schema]
+    inputs = {json.dumps(r, default=str, sort_keys=True) for r in raw.to_pylist()}
+    refused = rejected.select(key).to_pylist()
+    assert len(refused) == 40
+    assert sum(r["text"] is not None for r in refused) > 20  # short, long and blank texts
+    for row in refused:
+        assert json.dumps(row, default=str, sort_keys=True) in inputs, row
+
+
 def test_gate_rejection_keeps_previous_output(spark, corpus: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "clean"
     assert clean.main(["--input", str(corpus), "--output", str(out), *FAST]) == 0

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import StringType, StructField, StructType
 
-from corpusclean.pipelines.columns import BAD_CHARS, NORM_HASH, REASON, STAGE
+from corpusclean.pipelines.columns import BAD_CHARS, NORM_HASH, REASON, REFUSED_TEXT, STAGE
 from corpusclean.pipelines.content import (
     ReadPass,
     collapse_whitespace,
@@ -99,6 +99,34 @@ def test_read_pass_counts_bad_characters_of_live_rows_only() -> None:
         NORM_HASH
     ]
     assert BAD_CHARS not in ReadPass("text").batch(batch).schema.names
+
+
+def test_refused_rows_keep_their_text_in_the_columns_order_the_schema_gives() -> None:
+    """Spark reads a pass's columns by position: the batch's names must be the schema's."""
+    from corpusclean.jobs.config import load_clean_config
+
+    texts = ["fine text here", "tiny", None, "another kept one", "refused by a scorer " * 3]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "id": pa.array(["a", "b", "c", "d", "e"], pa.string()),
+            "text": pa.array(texts, pa.string()),
+            REASON: pa.array([None, "too_short", "null_text", None, None], pa.string()),
+            STAGE: pa.array([None, "rules", "input", None, None], pa.string()),
+        }
+    )
+    schema = StructType([StructField(n, StringType()) for n in batch.schema.names])
+    pipe = load_clean_config("fineweb", ["lang.languages=[]"]).pipeline()
+    for spec in (
+        ReadPass("text", refused_text=True, bad_chars=True),
+        ReadPass("text", tuple(pipe.scorers()), tuple(pipe.text_features()), True, True),
+    ):
+        out = spec.batch(batch)
+        assert out.schema.names == spec.schema(schema).names
+        got = out.column(REFUSED_TEXT).to_pylist()
+        reasons = out.column(REASON).to_pylist()
+        assert got == [t if r is not None else None for t, r in zip(texts, reasons, strict=True)]
+        assert got[1] == "tiny"
+    assert REFUSED_TEXT not in ReadPass("text").schema(schema).names
 
 
 def test_scorers_see_a_large_batch_in_slices_with_the_same_result(monkeypatch) -> None:
