@@ -851,49 +851,71 @@ def _run_unit(
     return reread(spark, marked.schema, str(path))
 
 
+def _data_rows(
+    run: Run,
+    frames: Frames,
+    decisions: DataFrame,
+    near: list[dict[str, Any]],
+    found: Observation,
+    survivors: Observation,
+) -> DataFrame:
+    """data/: the rows still in the corpus, whole, with their medians imputed and the scores
+    published beside them. The texts of the `near` examples (removed rows) are observed as
+    `found`, their survivors' as `survivors`, in the same scan."""
+    cfg = run.config
+    id_col = cfg.columns.id
+    # Scores published beside the document (language ID's, `quality.keep_scores`).
+    published = run.pipeline.published(cfg.quality.keep_scores)
+    kept = decisions.filter(F.col(STAGE).isNull()).select(
+        ROW_ID, *[F.col(score) for score, _ in published]
+    )
+    # The sampled near duplicates' texts ride on the data write: its scan reads every input
+    # row before the join drops the removed ones, and the survivors' after it.
+    rows = frames.marked
+    text = F.substring(F.col(quoted(cfg.columns.text)), 1, _EXAMPLE_MAX_CHARS)
+    if near:
+        wanted = F.col(ROW_ID).isin([r[ROW_ID] for r in near])
+        picked = F.struct(F.col(ROW_ID).alias("rid"), text.alias("text"))
+        rows = rows.observe(found, F.collect_list(F.when(wanted, picked)).alias("near"))
+    data = (
+        rows.join(kept, ROW_ID, "inner" if published else "left_semi")
+        .transform(lambda d: impute_with_medians(d, run.medians))
+        .select(
+            *[F.col(quoted(c)) for c in frames.input_cols],
+            *[F.col(score).alias(name) for score, name in published],
+        )
+        .sortWithinPartitions(id_col)
+    )
+    if near:
+        wanted = F.col(quoted(id_col)).isin(sorted({str(r["kept"]) for r in near}))
+        picked = F.struct(F.col(quoted(id_col)).alias("doc_id"), text.alias("text"))
+        data = data.observe(survivors, F.collect_list(F.when(wanted, picked)).alias("kept"))
+    return data
+
+
 def _write(
     run: Run, frames: Frames, decisions: DataFrame, bad_lines: DataFrame | None, staging: Path
 ) -> None:
     """Write the staged output (a rejected run keeps it for inspection)."""
-    cfg = run.config
-    id_col = cfg.columns.id
     for name in ("data", "rejected", "duplicates"):
         # What a killed run's write left behind (a resumed run writes them again whole).
         shutil.rmtree(staging / name, ignore_errors=True)
     with log.stage(JOB, "write", rows_in=run.output_rows, spark=decisions.sparkSession) as st:
-        near = _count_outcomes(run, frames, decisions)
-        # Scores published beside the document (language ID's, `quality.keep_scores`).
-        published = run.pipeline.published(run.config.quality.keep_scores)
-        kept = decisions.filter(F.col(STAGE).isNull()).select(
-            ROW_ID, *[F.col(score) for score, _ in published]
-        )
-        # The sampled near duplicates' texts ride on the data write: its scan reads every input
-        # row before the join drops the removed ones, and the survivors' after it.
         found, survivors = Observation("near-examples"), Observation("near-survivors")
-        rows = frames.marked
-        if near:
-            wanted = F.col(ROW_ID).isin([r[ROW_ID] for r in near])
-            text = F.substring(F.col(quoted(cfg.columns.text)), 1, _EXAMPLE_MAX_CHARS)
-            picked = F.struct(F.col(ROW_ID).alias("rid"), text.alias("text"))
-            rows = rows.observe(found, F.collect_list(F.when(wanted, picked)).alias("near"))
-        data = (
-            rows.join(kept, ROW_ID, "inner" if published else "left_semi")
-            .transform(lambda d: impute_with_medians(d, run.medians))
-            .select(
-                *[F.col(quoted(c)) for c in frames.input_cols],
-                *[F.col(score).alias(name) for score, name in published],
-            )
-            .sortWithinPartitions(id_col)
-        )
-        if near:
-            text = F.substring(F.col(quoted(cfg.columns.text)), 1, _EXAMPLE_MAX_CHARS)
-            wanted = F.col(quoted(id_col)).isin(sorted({str(r["kept"]) for r in near}))
-            picked = F.struct(F.col(quoted(id_col)).alias("doc_id"), text.alias("text"))
-            data = data.observe(survivors, F.collect_list(F.when(wanted, picked)).alias("kept"))
+        picked: list[list[dict[str, Any]]] = []
+
+        def counted_then_data() -> None:
+            # The outcome counts pick the near examples whose texts the data write observes,
+            # so the two run in order, beside the other writes.
+            near = _count_outcomes(run, frames, decisions)
+            picked.append(near)
+            data = _data_rows(run, frames, decisions, near, found, survivors)
+            data.write.parquet(str(staging / "data"))
+
         rejected = _rejected_rows(run, frames, staging / "_work", bad_lines)
         duplicates = build_duplicates_table(decisions, run.pipeline.dedups)
         writes = [
-            lambda: data.write.parquet(str(staging / "data")),
+            counted_then_data,
             lambda: rejected.write.parquet(str(staging / "rejected")),
             lambda: duplicates.sortWithinPartitions("cluster_id", "doc_id").write.parquet(
                 str(staging / "duplicates")
@@ -904,6 +926,7 @@ def _write(
         # Independent writes, each its own job: planned and run side by side, the driver's
         # planning of one overlapping the tasks of another.
         run_together(writes)
+        near = picked[0]
         if near:
             removed = {int(r["rid"]): r["text"] for r in found.get.get("near") or []}
             kept_texts = {r["doc_id"]: r["text"] for r in survivors.get.get("kept") or []}
