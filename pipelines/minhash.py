@@ -593,7 +593,8 @@ def _numba_importable() -> bool:
 
 
 def use_compiled(nbytes: int) -> bool:
-    """Whether this process signs its next `nbytes` of text with the compiled kernel.
+    """Whether this process signs (or, in `pair_jaccards`, compares) its next `nbytes` of text
+    with the compiled kernel.
 
     `CORPUSCLEAN_MINHASH_KERNEL` (read in each Python worker): `numpy` always takes the numpy
     steps, `compiled` always the kernel (where numba imports); anything else, or unset, the

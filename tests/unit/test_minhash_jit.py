@@ -93,7 +93,9 @@ def _edited(text: str | None, rng: random.Random) -> str | None:
 
 
 @pytest.mark.parametrize("tokenizer", ["word", "char", "auto"])
-def test_compiled_pair_jaccards_equal_the_numpy_steps(tokenizer: str) -> None:
+def test_compiled_pair_jaccards_equal_the_numpy_steps(tokenizer: str, monkeypatch) -> None:
+    # Chunks of a few documents each: the pairs are sliced together, chunk by chunk.
+    monkeypatch.setattr(mh, "_CHUNK_BYTES", 2_000)
     params = NearDedupParams(tokenizer=tokenizer).minhash
     rng = random.Random(7)
     left = _texts(400, seed=11)
@@ -106,6 +108,13 @@ def test_compiled_pair_jaccards_equal_the_numpy_steps(tokenizer: str) -> None:
     kernel = mh.pair_jaccards(a, b, params, compiled=True)
     assert kernel.tolist() == numpy_path.tolist()
     assert kernel.tolist() == mh.pair_jaccards(a.cast(pa.large_string()), b, params, True).tolist()
+    # Offsets into a sliced array, and a right-hand document far longer than its left.
+    assert mh.pair_jaccards(a.slice(7), b.slice(7), params, True).tolist() == kernel[7:].tolist()
+    long_b = pa.array([t if i % 50 else (t or "") * 200 for i, t in enumerate(right)])
+    assert (
+        mh.pair_jaccards(a, long_b, params, True).tolist()
+        == mh.pair_jaccards(a, long_b, params, False).tolist()
+    )
     # Not vacuous: high, partial and zero overlaps all occur, and a pair agrees with the
     # one-pair definition.
     assert (kernel == 1.0).sum() >= 10
