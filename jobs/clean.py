@@ -1158,16 +1158,18 @@ def _rejected_rows(run: Run, frames: Frames, work: Path, bad_lines: DataFrame | 
     scored = [f.name for f in scores]
     text_col = run.config.columns.text
     spark = frames.marked.sparkSession
+    # A read pass resumed from an earlier build may not have kept the texts: read them again.
+    carries = REFUSED_TEXT in run.features_schema.fieldNames()
     carried = (
         reread(spark, run.features_schema, str(work / "features"))
         .filter(refused)
-        .select(ROW_ID, REASON, STAGE, REFUSED_TEXT, *scored)
+        .select(ROW_ID, REASON, STAGE, *scored, *([REFUSED_TEXT] if carries else []))
     )
-    others = [c for c in frames.input_cols if c != text_col]
+    others = [c for c in frames.input_cols if c != text_col or not carries]
     full = frames.marked.select(ROW_ID, *[F.col(quoted(c)) for c in others]).join(carried, ROW_ID)
     rejected = full.select(
         *[
-            F.col(REFUSED_TEXT).alias(c) if c == text_col else F.col(quoted(c))
+            F.col(REFUSED_TEXT).alias(c) if c == text_col and carries else F.col(quoted(c))
             for c in frames.input_cols
         ],
         F.col(REASON).alias("reject_reason"),

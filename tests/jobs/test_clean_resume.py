@@ -8,6 +8,7 @@ duplicates/ and rejected/, and the same report.json but for timings and run ids.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,27 @@ def test_a_crashed_run_is_resumed_after_its_last_finished_stage(
     assert report["resumed_from"]["run_id"] == staging.name
     assert report["rejected"] == _report(corpus["ref"])["rejected"], "bad lines came back"
     assert not (tmp_path / ".clean.runs").exists(), "the adopted staging became the output"
+
+
+def test_a_read_pass_that_kept_no_refused_texts_still_resumes(
+    corpus, tmp_path: Path, capsys
+) -> None:
+    """A staging whose read pass did not keep the refused rows' texts (an earlier build's)
+    resumes with rejected/ whole: the texts are read from the input again."""
+    out = tmp_path / "clean"
+    build = clean._read_spec
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            clean,
+            "_read_spec",
+            lambda *a, **k: dataclasses.replace(build(*a, **k), refused_text=False),
+        )
+        staging = _failed_run(corpus, out, "_dedup", RuntimeError("executor lost"), capsys)
+    assert clean.main(_args(corpus["raw"], out)) == 0
+    err = capsys.readouterr().err
+    assert f"resuming run {staging.name} from stage doc_id (read was done)" in err, err
+    assert_same_output(out, corpus["ref"])
+    assert any(r["text"] for r in _rows(out, "rejected"))
 
 
 def test_other_work_starts_afresh_and_removes_the_staging(
