@@ -529,6 +529,21 @@ def sketch(hashes: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int) ->
     return rows
 
 
+def _kernel_tokens(params: MinHashParams) -> tuple[Any, ...]:
+    """The compiled kernel's tokenizer argument for `params` (`minhash_jit.tokenizer`)."""
+    from corpusclean.pipelines import minhash_jit
+
+    return minhash_jit.tokenizer(
+        _bmp_classes(),
+        params.tokenizer,
+        params.ngram,
+        params.char_ngram,
+        _NGRAM_K,
+        _TOKEN_LEN_K,
+        _CHAR_SALT,
+    )
+
+
 def signatures(
     texts: pa.Array | pa.ChunkedArray, params: MinHashParams, compiled: bool | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -554,23 +569,11 @@ def signatures(
         sig = np.empty((n, params.num_perm), dtype=np.uint32)
     n_sh = np.zeros(n, dtype=np.int32)
     keys = _splitmix64(params.seed, 2 * params.num_perm + 1) if compiled else None
+    tokens = _kernel_tokens(params) if compiled else ()
     for lo, hi in _chunks(texts):
         if compiled:
             buf, offs = _flat_buffer(_as_text_array(texts.slice(lo, hi - lo)))
-            minhash_jit.signatures_into(
-                buf,
-                offs,
-                _bmp_classes(),
-                params.tokenizer,
-                params.ngram,
-                params.char_ngram,
-                _NGRAM_K,
-                _TOKEN_LEN_K,
-                _CHAR_SALT,
-                keys,
-                sig[lo:hi],
-                n_sh[lo:hi],
-            )
+            minhash_jit.signatures_into(buf, offs, tokens, keys, sig[lo:hi], n_sh[lo:hi])
             continue
         g, off = shingle_batch(texts.slice(lo, hi - lo), params)
         sig[lo:hi] = sketch(g, off, params.num_perm, params.seed)
@@ -671,23 +674,11 @@ def pair_jaccards(
         return out
     from corpusclean.pipelines import minhash_jit
 
+    tokens = _kernel_tokens(params)
     for lo, hi in _chunks(a):
         buf_a, offs_a = _flat_buffer(_as_text_array(a.slice(lo, hi - lo)))
         buf_b, offs_b = _flat_buffer(_as_text_array(b.slice(lo, hi - lo)))
-        minhash_jit.pair_jaccards_into(
-            buf_a,
-            offs_a,
-            buf_b,
-            offs_b,
-            _bmp_classes(),
-            params.tokenizer,
-            params.ngram,
-            params.char_ngram,
-            _NGRAM_K,
-            _TOKEN_LEN_K,
-            _CHAR_SALT,
-            out[lo:hi],
-        )
+        minhash_jit.pair_jaccards_into(buf_a, offs_a, buf_b, offs_b, tokens, out[lo:hi])
     return out
 
 

@@ -240,23 +240,11 @@ def _sketch(g: Any, m: int, keys: Any, k: int, shift: int, top: int, base: Any, 
 
 @_jit
 def _doc_shingles(
-    buf: Any,
-    lo: int,
-    hi: int,
-    bmp: Any,
-    astral_cp: Any,
-    astral_cls: Any,
-    mode: int,
-    ngram: int,
-    char_ngram: int,
-    ngram_k: Any,
-    tok_k: Any,
-    salt: Any,
-    units: Any,
-    out: Any,
+    buf: Any, lo: int, hi: int, astral_cp: Any, astral_cls: Any, tokens: Any, units: Any, out: Any
 ) -> int:
     """The shingle hashes of the document `buf[lo:hi]` into `out` (repeats included), as
-    `minhash.shingle_batch` gives them; their number."""
+    `minhash.shingle_batch` gives them; their number. `tokens` as `tokenizer` makes it."""
+    bmp, mode, ngram, char_ngram, ngram_k, tok_k, salt = tokens
     chars = mode == CHAR or (mode == AUTO and _is_cjk_doc(buf, lo, hi, bmp, astral_cp, astral_cls))
     if chars:
         m = _char_units(buf, lo, hi, bmp, astral_cp, astral_cls, salt, units)
@@ -266,18 +254,21 @@ def _doc_shingles(
 
 
 @_jit
+def _widest(offs: Any) -> int:
+    """The byte length of the longest document of `offs`: what a work array must hold."""
+    widest = 0
+    for d in range(offs.size - 1):
+        widest = max(widest, offs[d + 1] - offs[d])
+    return widest
+
+
+@_jit
 def _signatures(
     buf: Any,
     offs: Any,
-    bmp: Any,
     astral_cp: Any,
     astral_cls: Any,
-    mode: int,
-    ngram: int,
-    char_ngram: int,
-    ngram_k: Any,
-    tok_k: Any,
-    salt: Any,
+    tokens: Any,
     keys: Any,
     k: int,
     shift: int,
@@ -286,29 +277,12 @@ def _signatures(
     counts: Any,
 ) -> None:
     n = offs.size - 1
-    widest = 0
-    for d in range(n):
-        widest = max(widest, offs[d + 1] - offs[d])
+    widest = _widest(offs)
     units = np.empty(widest + 1, dtype=np.uint64)
     g = np.empty(widest + 1, dtype=np.uint64)
     base = np.empty(widest + 1, dtype=np.uint64)
     for d in range(n):
-        c = _doc_shingles(
-            buf,
-            offs[d],
-            offs[d + 1],
-            bmp,
-            astral_cp,
-            astral_cls,
-            mode,
-            ngram,
-            char_ngram,
-            ngram_k,
-            tok_k,
-            salt,
-            units,
-            g,
-        )
+        c = _doc_shingles(buf, offs[d], offs[d + 1], astral_cp, astral_cls, tokens, units, g)
         counts[d] = c
         if c:
             _sketch(g, c, keys, k, shift, top, base, sig[d])
@@ -365,19 +339,11 @@ def _pair_jaccards(
     offs_b: Any,
     astral_b: Any,
     classes_b: Any,
-    bmp: Any,
-    mode: int,
-    ngram: int,
-    char_ngram: int,
-    ngram_k: Any,
-    tok_k: Any,
-    salt: Any,
+    tokens: Any,
     out: Any,
 ) -> None:
     n = offs_a.size - 1
-    widest = 0
-    for d in range(n):
-        widest = max(widest, offs_a[d + 1] - offs_a[d], offs_b[d + 1] - offs_b[d])
+    widest = max(_widest(offs_a), _widest(offs_b))
     units = np.empty(widest + 1, dtype=np.uint64)
     ga = np.empty(widest + 1, dtype=np.uint64)
     gb = np.empty(widest + 1, dtype=np.uint64)
@@ -386,38 +352,8 @@ def _pair_jaccards(
     values = np.empty(1024, dtype=np.uint64)
     owners = np.empty(1024, dtype=np.uint8)
     for d in range(n):
-        ca = _doc_shingles(
-            buf_a,
-            offs_a[d],
-            offs_a[d + 1],
-            bmp,
-            astral_a,
-            classes_a,
-            mode,
-            ngram,
-            char_ngram,
-            ngram_k,
-            tok_k,
-            salt,
-            units,
-            ga,
-        )
-        cb = _doc_shingles(
-            buf_b,
-            offs_b[d],
-            offs_b[d + 1],
-            bmp,
-            astral_b,
-            classes_b,
-            mode,
-            ngram,
-            char_ngram,
-            ngram_k,
-            tok_k,
-            salt,
-            units,
-            gb,
-        )
+        ca = _doc_shingles(buf_a, offs_a[d], offs_a[d + 1], astral_a, classes_a, tokens, units, ga)
+        cb = _doc_shingles(buf_b, offs_b[d], offs_b[d + 1], astral_b, classes_b, tokens, units, gb)
         need = _table_size(ca + cb)
         if need > values.size:
             values = np.empty(need, dtype=np.uint64)
@@ -429,9 +365,7 @@ def _pair_jaccards(
         out[d] = inter / (ua + ub - inter)
 
 
-def signatures_into(
-    buf: np.ndarray,
-    offs: np.ndarray,
+def tokenizer(
     bmp: np.ndarray,
     mode: str,
     ngram: int,
@@ -439,35 +373,30 @@ def signatures_into(
     ngram_k: np.ndarray,
     tok_k: np.uint64,
     salt: np.uint64,
+) -> tuple[Any, ...]:
+    """What the kernels tokenize by, as one argument: the BMP class table, the mode (word,
+    char or auto), the n of word and character n-grams, and the constants of
+    pipelines/minhash.py."""
+    return (bmp, MODES[mode], int(ngram), int(char_ngram), ngram_k, _U64(tok_k), _U64(salt))
+
+
+def signatures_into(
+    buf: np.ndarray,
+    offs: np.ndarray,
+    tokens: tuple[Any, ...],
     keys: np.ndarray,
     sig: np.ndarray,
     counts: np.ndarray,
 ) -> None:
     """Fill `sig` ((n, k) uint32, pre-filled with EMPTY) and `counts` ((n,) int32) for the
-    lower-cased UTF-8 documents `buf[offs[i]:offs[i + 1]]` (`buf` padded with 8 zero bytes)."""
+    lower-cased UTF-8 documents `buf[offs[i]:offs[i + 1]]` (`buf` padded with 8 zero bytes),
+    tokenized by `tokens` (`tokenizer`)."""
     k = sig.shape[1]
     shift = 32 - (2 * k).bit_length()
     top = 65 - k.bit_length() if k > 1 and k & (k - 1) == 0 else -1
     astral_cp, astral_cls = _astral_cps(buf, offs)
-    _signatures(
-        buf,
-        offs.astype(np.int64, copy=False),
-        bmp,
-        astral_cp,
-        astral_cls,
-        MODES[mode],
-        ngram,
-        char_ngram,
-        ngram_k,
-        tok_k,
-        salt,
-        keys,
-        k,
-        shift,
-        top,
-        sig,
-        counts,
-    )
+    offs = offs.astype(np.int64, copy=False)
+    _signatures(buf, offs, astral_cp, astral_cls, tokens, keys, k, shift, top, sig, counts)
 
 
 def pair_jaccards_into(
@@ -475,39 +404,18 @@ def pair_jaccards_into(
     offs_a: np.ndarray,
     buf_b: np.ndarray,
     offs_b: np.ndarray,
-    bmp: np.ndarray,
-    mode: str,
-    ngram: int,
-    char_ngram: int,
-    ngram_k: np.ndarray,
-    tok_k: np.uint64,
-    salt: np.uint64,
+    tokens: tuple[Any, ...],
     out: np.ndarray,
 ) -> None:
     """Fill `out` ((n,) float64) with the exact Jaccard similarity of the shingle sets of the
     lower-cased UTF-8 documents `buf_a[offs_a[i]:offs_a[i + 1]]` and
-    `buf_b[offs_b[i]:offs_b[i + 1]]` (each buffer padded with 8 zero bytes); 0.0 where either
-    document has no shingle."""
+    `buf_b[offs_b[i]:offs_b[i + 1]]` (each buffer padded with 8 zero bytes), tokenized by
+    `tokens` (`tokenizer`); 0.0 where either document has no shingle."""
     astral_a, classes_a = _astral_cps(buf_a, offs_a)
     astral_b, classes_b = _astral_cps(buf_b, offs_b)
-    _pair_jaccards(
-        buf_a,
-        offs_a.astype(np.int64, copy=False),
-        astral_a,
-        classes_a,
-        buf_b,
-        offs_b.astype(np.int64, copy=False),
-        astral_b,
-        classes_b,
-        bmp,
-        MODES[mode],
-        ngram,
-        char_ngram,
-        ngram_k,
-        tok_k,
-        salt,
-        out,
-    )
+    a = (buf_a, offs_a.astype(np.int64, copy=False), astral_a, classes_a)
+    b = (buf_b, offs_b.astype(np.int64, copy=False), astral_b, classes_b)
+    _pair_jaccards(*a, *b, tokens, out)
 
 
 def _astral_cps(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
