@@ -258,9 +258,11 @@ def count_jobs(spark: SparkSession, group: str) -> int:
     """Spark jobs started so far under the job group `group` (set with `setJobGroup`).
 
     Read from Spark's status store, which keeps the last `spark.ui.retainedJobs` (1000) jobs:
-    a run of more jobs than that is counted as 1000.
+    a run of more jobs than that is counted as 1000. The length is asked of the Java array:
+    PySpark's `statusTracker()` copies it an element per py4j call.
     """
-    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    tracker = spark.sparkContext._jsc.statusTracker()
+    return len(tracker.getJobIdsForGroup(group))
 
 
 def effective_settings(spark: SparkSession, keys: list[str]) -> dict[str, str | None]:
