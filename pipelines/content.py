@@ -164,7 +164,8 @@ class ReadPass:
     # The audit's bad-character count of each row still in the corpus (`_bad_chars`), so the
     # audit need not send the published text to Python again (about 2% of the pass's time).
     bad_chars: bool = False
-    # `_refused_text`: each refused row's text (`refused_text`), for rejected/.
+    # `__refused_text`: the text of each row with a reason, for rejected/, which then need not
+    # read the input's text again.
     refused_text: bool = False
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
