@@ -609,6 +609,10 @@ def _mark(run: Run, raw: DataFrame, fmt: str) -> Frames:
     return Frames(marked, raw, input_cols, input_schema, lines)
 
 
+# The read pass's output, under the run's work folder.
+_FEATURES = "features"
+
+
 def _read_spec(pipe: Pipeline, text_col: str, audit: bool) -> ReadPass:
     """The read pass of the enabled stages: their scorers and their text features, and the
     bad-character counts when the audit will read them."""
@@ -644,7 +648,7 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
         quality = score_aggregates(spec.scorers, F.pmod(F.col(ROW_HASH), F.lit(8)) == 0)
         passed.observe(filtered, *funnel_aggregates(run.filter_stages), *quality).write.mode(
             "overwrite"
-        ).parquet(str(work / "features"))
+        ).parquet(str(work / _FEATURES))
         run.features_schema = passed.schema
         metrics, counts = stats.get, filtered.get
         run.quality = score_summary(spec.scorers, counts)
@@ -713,6 +717,12 @@ def reread(spark: SparkSession, schema: StructType, path: str) -> DataFrame:
     return spark.read.schema(schema).parquet(path)
 
 
+def _features_frame(spark: SparkSession, run: Run, work: Path) -> DataFrame:
+    """The read pass's narrow frame (every input row's features, verdicts and the refused
+    rows' texts), read back from the run's work folder."""
+    return reread(spark, run.features_schema, str(work / _FEATURES))
+
+
 class _StageRun:
     """What a cluster stage gets from the job (pipelines/base.py `StageRun`): frames it
     materialises go to the run's work folder, under the stage's name."""
@@ -753,7 +763,7 @@ def _dedup(
     starts after `done`'s unit with its decisions."""
     pipe, text_col = run.pipeline, run.config.columns.text
     # The refused rows' texts wait there for rejected/; no dedup step reads them.
-    feats = reread(spark, run.features_schema, str(work / "features")).drop(REFUSED_TEXT)
+    feats = _features_frame(spark, run, work).drop(REFUSED_TEXT)
     heavy = [f.name for d in pipe.dedups for x in d.text_features() for f in x.fields()]
     decisions = feats.drop(*[c for c in heavy if c in feats.columns])
     texts = frames.marked.select(ROW_ID, text_col)
@@ -1048,7 +1058,7 @@ def _write_index(run: Run, decisions: DataFrame, staging: Path) -> None:
     spark = decisions.sparkSession
     cfg = run.config
     shutil.rmtree(staging / INDEX, ignore_errors=True)
-    feats = reread(spark, run.features_schema, str(staging / "_work" / "features"))
+    feats = _features_frame(spark, run, staging / "_work")
     kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
     texts = {"path": "../data", "format": "parquet", "id": cfg.columns.id, "text": cfg.columns.text}
     params = write_index(
@@ -1161,7 +1171,7 @@ def _rejected_rows(run: Run, frames: Frames, work: Path, bad_lines: DataFrame | 
     # A read pass resumed from an earlier build may not have kept the texts: read them again.
     carries = REFUSED_TEXT in run.features_schema.fieldNames()
     carried = (
-        reread(spark, run.features_schema, str(work / "features"))
+        _features_frame(spark, run, work)
         .filter(refused)
         .select(ROW_ID, REASON, STAGE, *scored, *([REFUSED_TEXT] if carries else []))
     )
