@@ -48,6 +48,8 @@ def spark() -> Iterator[object]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # As a local run's (conf/spark/local.properties): workers import the installed pyspark.
+        .config("spark.python.daemon.module", "corpusclean.sparkdaemon")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

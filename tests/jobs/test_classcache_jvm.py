@@ -1,4 +1,5 @@
-"""A real local JVM records Spark's classes at its exit, and the next one maps them."""
+"""A real local JVM records Spark's classes at its exit, and the next one maps them (and its
+Python workers import the installed pyspark, as every local run's do)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,22 @@ while time.monotonic() < deadline:
 assert len(ungrouped) == 1, ungrouped
 assert tracker.getJobInfo(ungrouped[0]).status == "SUCCEEDED"
 assert ungrouped[0] not in tracker.getJobIdsForGroup("run")
+
+
+# Those workers import pyspark and py4j from the installed packages, not from Spark's zips
+# (conf/spark/local.properties runs them under corpusclean.sparkdaemon).
+def where(batches):
+    import py4j
+    import pyarrow as pa
+    import pyspark
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"file": [pyspark.__file__, py4j.__file__]})
+
+
+files = [r.file for r in spark.range(2, numPartitions=2).mapInArrow(where, "file string").collect()]
+assert len(files) == 4 and not [f for f in files if ".zip" in f], files
 """
 
 
