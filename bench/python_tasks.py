@@ -12,7 +12,9 @@ case, best time kept:
 * `python, corpusclean imported`: the function imports corpusclean, as every corpusclean UDF
   does, which installs `corpusclean._zipimport_fix` in the worker.
 
-The stock case runs first: a worker keeps the fix once it has imported corpusclean. Also
+The session has the local runs' properties but Spark's own worker daemon, and its workers
+start with the first case (not in the background, as a job's do). The stock case runs first:
+a worker keeps the fix once it has imported corpusclean. Also
 reports the median gap between one task's end and the next task's start on the same worker.
 Prints a table and one JSON line.
 """
@@ -64,10 +66,19 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # Importing corpusclean here patches this driver only: the workers are separate processes
-    # that import what a task's function needs.
-    from corpusclean.jobs.session import build_session
+    # that import what a task's function needs. Not `build_session`: its background start of
+    # the workers imports corpusclean into them, and local runs' worker daemon
+    # (corpusclean.sparkdaemon) imports it before it forks them; either would patch the stock
+    # case's workers too.
+    from pyspark.sql import SparkSession
 
-    spark = build_session("corpusclean-bench-python-tasks")
+    from corpusclean.jobs.session import read_properties
+
+    settings = {**read_properties("local"), "spark.python.daemon.module": "pyspark.daemon"}
+    builder = SparkSession.builder.appName("corpusclean-bench-python-tasks")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     df = spark.range(0, args.tasks * 1000, 1, args.tasks)
     schema = "pid long, t0 double, t1 double"

@@ -64,9 +64,12 @@ while tracker.getActiveJobsIds():  # the background start of the workers (build_
     time.sleep(0.05)
 cpu = 0.0
 for p in psutil.Process().children(recursive=True):
-    if "daemon" in " ".join(p.cmdline()) and "python" in p.name():
-        t = p.cpu_times()
-        cpu += t.user + t.system + t.children_user + t.children_system
+    try:
+        if "daemon" in " ".join(p.cmdline()) and "python" in p.name():
+            t = p.cpu_times()
+            cpu += t.user + t.system + t.children_user + t.children_system
+    except psutil.Error:  # a process that ended meanwhile
+        pass
 print(json.dumps({"first_job": first_job, "python_cpu": cpu}))
 """
 

@@ -179,6 +179,10 @@ def spark_submit_path() -> str:
     return found
 
 
+# The setting that names the Python worker daemon (conf/spark/local.properties sets it).
+DAEMON = "spark.python.daemon.module"
+
+
 def build_command(
     master: str,
     job: str,
@@ -200,6 +204,11 @@ def build_command(
     cmd = [spark_submit_path(), "--master", master, "--py-files", str(py_zip)]
     if properties:
         cmd += ["--properties-file", str(properties_path(properties))]
+        if DAEMON in parse_properties(properties_path(properties).read_text("utf-8")):
+            # The local properties start the workers under corpusclean.sparkdaemon, which
+            # executors may not be able to import before their first task brings --py-files:
+            # a submitted job keeps Spark's own daemon (a --conf below still overrides it).
+            cmd += ["--conf", f"{DAEMON}=pyspark.daemon"]
     driver_python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     executor_python = driver_python
     if env_archive is not None:

@@ -1,21 +1,25 @@
 """PySpark's Python worker daemon, with pyspark and py4j imported from the installed packages.
 
 Spark starts its Python workers with `pyspark.zip` and py4j's source zip first on their path.
-Python cannot cache the byte-code of modules it imports from a zip, so the daemon and every
-worker it forks compile each pyspark module they import (pyspark.sql among them) from source:
-about a second of CPU per worker process, in every run, before its first task. Where the
-interpreter has the same pyspark (and py4j) installed, as a local run's own interpreter does,
-this daemon moves the zips behind the installed packages, whose byte-code pip compiled, and
-then runs pyspark's own daemon (`python -m pyspark.daemon`) unchanged; the workers it forks
-inherit the modules. Where the installed copy is missing or is another version, the zips stay
-first: the code the workers run is always the JVM's own release.
+Python cannot cache the byte-code of modules it imports from a zip, so the daemon, and each
+worker it forks for the modules the daemon had not imported, compile every pyspark module they
+import (pyspark.sql among them) from source, in every run: about 1.6 s of CPU a run on two
+cores (bench/worker_start.py). Where the interpreter has the same release of pyspark (and
+py4j) installed, as a local run's own interpreter does, this daemon moves the zips behind the
+installed packages, whose byte-code pip compiled, then runs pyspark's own daemon (`python -m
+pyspark.daemon`) unchanged; the workers it forks inherit its modules (this package's
+`_zipimport_fix` among them, installed before the fork). Where the installed copy is missing or
+another release, the zips stay first: the workers always run the JVM's own release. The
+reordering is only a saving: if it fails, the path is left as Spark set it.
 
-Used by local runs (conf/spark/local.properties `spark.python.daemon.module`); a cluster's
-executors keep Spark's default daemon, as this package may reach them only with the first task.
+Used by the local runs whose session corpusclean starts (conf/spark/local.properties
+`spark.python.daemon.module`). spark-submit runs keep Spark's own daemon (jobs/submit.py), as
+this package may reach their executors only with the first task (`--py-files`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import runpy
 import sys
@@ -37,7 +41,7 @@ def _same_release(archive: str, package: str, marker: str, installed: Path) -> b
         with zipfile.ZipFile(archive) as zf:
             zipped = zf.read(f"{package}/{marker}")
         return zipped == (installed / marker).read_bytes()
-    except (OSError, KeyError, zipfile.BadZipFile):
+    except Exception:  # unreadable, encrypted, truncated: not known to be the same release
         return False
 
 
@@ -46,7 +50,7 @@ def prefer_installed(path: list[str]) -> list[str]:
     package is installed on the rest of the path; unchanged otherwise."""
     out = list(path)
     for package, marker in _PACKAGES:
-        zips = [e for e in out if e.endswith(".zip") and _zipped(e, package)]
+        zips = [e for e in out if isinstance(e, str) and e.endswith(".zip") and _zipped(e, package)]
         if not zips:
             continue
         rest = [e for e in out if e not in zips]
@@ -60,7 +64,9 @@ def prefer_installed(path: list[str]) -> list[str]:
 
 
 def main() -> None:
-    sys.path[:] = prefer_installed(sys.path)
+    # A failure here must not keep the workers from starting: they would fail every task.
+    with contextlib.suppress(Exception):
+        sys.path[:] = prefer_installed(sys.path)
     # What `python -m pyspark.daemon WORKER_MODULE` runs, with this process's arguments.
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
 

@@ -183,3 +183,19 @@ def test_preflight_says_when_it_cannot_read_the_master() -> None:
     line = preflight("spark://127.0.0.1:1", "http://127.0.0.1:1", {})
     assert "resources not checked" in line
     assert "not checked" in preflight("yarn", None, {})
+
+
+def test_a_submitted_job_keeps_sparks_own_worker_daemon() -> None:
+    """The local properties start workers under corpusclean.sparkdaemon, which executors may
+    not import before --py-files reach them: a submitted job asks for Spark's default again,
+    unless its own --conf names one."""
+
+    def daemon(properties: str, confs: list[str]) -> list[str]:
+        cmd = submit.build_command("local[2]", "clean", [], Path("z.zip"), properties, confs)
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf" and "daemon" in cmd[i + 1]]
+
+    assert daemon("local", []) == ["spark.python.daemon.module=pyspark.daemon"]
+    assert daemon("cluster", []) == []
+    mine = "spark.python.daemon.module=corpusclean.sparkdaemon"
+    # spark-submit keeps the last --conf of a key.
+    assert daemon("local", [mine])[-1] == mine
