@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clean import OUT, ensure_sample
+from startup import _summary
 
 MODES = {"zip": "pyspark.daemon", "installed": "corpusclean.sparkdaemon"}
 
@@ -128,14 +128,6 @@ def _clean(module: str, sample: Path, out: Path) -> dict[str, float]:
     if proc.returncode != 0:
         raise SystemExit(f"clean failed with exit {proc.returncode}: {err[-2000:]}")
     return {"wall": wall, "cpu": cpu.total}
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    return {
-        "median": round(statistics.median(values), 2),
-        "min": round(min(values), 2),
-        "max": round(max(values), 2),
-    }
 
 
 def _cell(v: dict[str, float]) -> str:
