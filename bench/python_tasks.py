@@ -14,9 +14,8 @@ case, best time kept:
 
 The session has the local runs' properties but Spark's own worker daemon, and its workers
 start with the first case (not in the background, as a job's do). The stock case runs first:
-a worker keeps the fix once it has imported corpusclean. Also
-reports the median gap between one task's end and the next task's start on the same worker.
-Prints a table and one JSON line.
+a worker keeps the fix once it has imported corpusclean. Also reports the median gap between
+one task's end and the next task's start on the same worker. Prints a table and one JSON line.
 """
 
 from __future__ import annotations
