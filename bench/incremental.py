@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clean import OUT, ensure_sample, timed_process
 from near_dedup import jaccard, shingle_sets
 
-from corpusclean.jobs.config import load_clean_config
+from corpusclean.jobs.runtime.config import load_clean_config
 
 
 def split(sample: Path, fraction: float, seed: int) -> tuple[Path, Path, np.ndarray]:

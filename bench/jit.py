@@ -2,7 +2,7 @@
 
     python bench/jit.py [--docs 20000 300000] [--repeats 3 1]
 
-A local run's one JVM runs every task. jobs/session.py gives it C1 alone
+A local run's one JVM runs every task. jobs/runtime/session.py gives it C1 alone
 (`-XX:TieredStopAtLevel=1`) when the input is at most `SMALL_INPUT_BYTES`; this measures
 why, and where the line is. For each sample size (bench/clean.py's cached samples), fresh
 `corpusclean clean` processes (default config, near-dedup and audit on, class archive as a
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clean import OUT, ensure_sample
 
-from corpusclean.jobs.session import QUICK_JIT, SMALL_INPUT_BYTES, input_bytes
+from corpusclean.jobs.runtime.session import QUICK_JIT, SMALL_INPUT_BYTES, input_bytes
 
 MODES = {
     "c1": ["--set", f"spark.driver.extraJavaOptions={QUICK_JIT}"],
@@ -88,7 +88,7 @@ def main() -> None:
             f"{r['picks']:>6} {cells[2]:>20} {r['c2_over_c1']:>6.2f}"
         )
     limit = SMALL_INPUT_BYTES / 1e6
-    print(f"C1 alone up to {limit:,.0f} MB of input (jobs/session.py SMALL_INPUT_BYTES)")
+    print(f"C1 alone up to {limit:,.0f} MB of input (jobs/runtime/session.py SMALL_INPUT_BYTES)")
     line = {"bench": "jit", "cores": os.cpu_count(), "small_input_mb": limit, "runs": rows}
     print(json.dumps(line))
 

@@ -29,7 +29,7 @@ def _before(spark: SparkSession, path: str) -> DataFrame:
 
 
 def _after(spark: SparkSession, path: str) -> DataFrame:
-    from corpusclean.jobs.inputs import plan_input, read_jsonl
+    from corpusclean.jobs.inputs.files import plan_input, read_jsonl
 
     return read_jsonl(spark, plan_input(path, "jsonl"))
 

@@ -66,7 +66,7 @@ def bible_docs(root: Path, edit_fraction: float, seed: int) -> Path:
     substitutions at a target 5-gram Jaccard of 0.95, 0.9, 0.85, 0.7 or 0.6), so the real text
     carries near-duplicates on both sides of the threshold besides its natural ones.
     """
-    from corpusclean.jobs.sample import _substitution_rate
+    from corpusclean.jobs.samples.dedup import _substitution_rate
 
     out = OUT / f"bible-docs-e{edit_fraction}-s{seed}"
     target = out / "docs.parquet"

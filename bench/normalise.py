@@ -3,8 +3,8 @@ replace (the same strings), and the whole content hash (NFKC, case folding, coll
 
     python bench/normalise.py [--docs 100000] [--seed 7]
 
-Texts come from the project's sample generator (`corpusclean.jobs.sample`), in 4,096-row Arrow
-batches as Spark hands them to `mapInArrow`. Prints a table and, last, one JSON line.
+Texts come from the project's sample generator (`corpusclean.jobs.samples.dedup`), in 4,096-row
+Arrow batches as Spark hands them to `mapInArrow`. Prints a table and, last, one JSON line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from corpusclean.jobs.sample import generate
+from corpusclean.jobs.samples.dedup import generate
 from corpusclean.pipelines.content import collapse_whitespace, content_hashes
 
 BATCH = 4_096

@@ -128,7 +128,7 @@ def bench_tar_writers(n: int = 20000) -> dict[str, float]:
     """Docs/s of three ways to write `n` two-member samples (about 2 KB of text) in memory."""
     import webdataset as wds
 
-    from corpusclean.jobs.pack_io import TarShardWriter
+    from corpusclean.jobs.shards.pack_io import TarShardWriter
 
     text = os.urandom(1000).hex().encode()
     meta = b'{"doc_id":"doc-000000001","url":"https://example.org/1","quality":0.5}'
@@ -196,7 +196,7 @@ def main() -> int:
         pack,
         shuffle_tasks,
     )
-    from corpusclean.jobs.session import build_session
+    from corpusclean.jobs.runtime.session import build_session
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-pack-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -107,7 +107,7 @@ KERNEL_ENV = "CORPUSCLEAN_MINHASH_KERNEL"
 
 def kernel_rates(sample: Path, docs: int = 20_000) -> dict[str, float]:
     """docs/s on one core of each Python kernel of the read pass, on the sample's own texts."""
-    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.jobs.runtime.config import load_clean_config
     from corpusclean.pipelines.content import content_hashes, normalise_text
     from corpusclean.pipelines.minhash import signatures
 

@@ -71,7 +71,7 @@ def main() -> int:
     # case's workers too.
     from pyspark.sql import SparkSession
 
-    from corpusclean.jobs.session import read_properties
+    from corpusclean.jobs.runtime.session import read_properties
 
     settings = {**read_properties("local"), "spark.python.daemon.module": "pyspark.daemon"}
     builder = SparkSession.builder.appName("corpusclean-bench-python-tasks")

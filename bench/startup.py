@@ -1,4 +1,4 @@
-"""What the local JVM's class-data archive (jobs/classcache.py) saves at start-up.
+"""What the local JVM's class-data archive (jobs/runtime/classcache.py) saves at start-up.
 
     python bench/startup.py [--repeats 3] [--clean-docs 20000]
 
@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clean import OUT, ensure_sample
 
-from corpusclean.jobs.classcache import MAGIC
+from corpusclean.jobs.runtime.classcache import MAGIC
 
 PROBE = """
 import json, sys, time
 t0 = time.perf_counter()
 import pyarrow as pa
-from corpusclean.jobs.session import build_session
+from corpusclean.jobs.runtime.session import build_session
 spark = build_session("startup-bench")
 t1 = time.perf_counter()
 spark.range(1000).mapInArrow(lambda it: it, "id long").count()

@@ -514,7 +514,7 @@ class _Page:
 def fallback_sentences(n: int = 3000, seed: int = 0) -> list[str]:
     """Sentences from `corpusclean sample --kind web`'s grammar of real words, for when the
     Bible corpus is not at hand (its vocabulary is small: prefer real text)."""
-    from corpusclean.jobs.websample import _Writer
+    from corpusclean.jobs.samples.web import _Writer
 
     writer = _Writer(np.random.default_rng(seed))
     return list(dict.fromkeys(writer.sentence() for _ in range(n)))

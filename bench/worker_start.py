@@ -44,7 +44,7 @@ MODES = {"zip": "pyspark.daemon", "installed": "corpusclean.sparkdaemon"}
 PROBE = """
 import json, sys, time
 import psutil
-from corpusclean.jobs.session import build_session
+from corpusclean.jobs.runtime.session import build_session
 spark = build_session("worker-start-bench", {"spark.python.daemon.module": sys.argv[1]})
 
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
-from corpusclean.jobs import log
-from corpusclean.jobs.atomic import write_text_atomic
-from corpusclean.jobs.config import CleanConfig, audit_stage_params, load_clean_config
-from corpusclean.jobs.errors import ConfigError, InputError, RejectedError, UsageError
-from corpusclean.jobs.paths import detect_format, is_remote, resolved
-from corpusclean.jobs.publish import MARKER, SUCCESS
-from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.errors import ConfigError, InputError, RejectedError, UsageError
+from corpusclean.jobs.inputs.paths import detect_format, is_remote, resolved
+from corpusclean.jobs.outputs.publish import MARKER, SUCCESS
+from corpusclean.jobs.runtime import log
+from corpusclean.jobs.runtime.atomic import write_text_atomic
+from corpusclean.jobs.runtime.config import CleanConfig, audit_stage_params, load_clean_config
+from corpusclean.jobs.runtime.runner import new_parser, run_job
 from corpusclean.pipelines.base import Pipeline
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ def _failed_name(record: dict[str, Any]) -> str:
 
 def check(args: argparse.Namespace) -> int:
     """The body of `corpusclean check`: load, validate, print, write the report, gate."""
-    from corpusclean.jobs.quality import load_suite, run_suite
+    from corpusclean.jobs.audit.quality import load_suite, run_suite
 
     input_path: str = args.input
     clean_output = _checked_input(input_path)
@@ -382,19 +382,20 @@ def _read_documents(
 ) -> tuple[DataFrame, DataFrame | None]:
     """(documents, duplicates table or None) to check, read in a new Spark session: a clean
     output's data/ and duplicates/, or the raw input."""
-    from corpusclean.jobs.clean import read_input
-    from corpusclean.jobs.session import build_session
+    from corpusclean.jobs.inputs.read import open_input, read_input
+    from corpusclean.jobs.runtime.session import build_session
     from corpusclean.schemas import DUPLICATES
 
-    spark = build_session("corpusclean-check", spark_conf, [input_path])
-    duplicates = None
     if clean_output:
         base = Path(input_path.removeprefix("file://"))
-        df = read_input(spark, str(base / "data"), "parquet")
-        if (base / "duplicates").is_dir():
-            duplicates = spark.read.schema(DUPLICATES).parquet(str(base / "duplicates"))
+        source = open_input(str(base / "data"), "parquet")
     else:
-        df = read_input(spark, input_path, fmt)
+        source = open_input(input_path, fmt)
+    spark = build_session("corpusclean-check", spark_conf, [input_path])
+    df = read_input(spark, source)
+    duplicates = None
+    if clean_output and (base / "duplicates").is_dir():
+        duplicates = spark.read.schema(DUPLICATES).parquet(str(base / "duplicates"))
     return df, duplicates
 
 
@@ -420,7 +421,7 @@ def _report(
     write_json(report_path, out)
     log.info(JOB, f"wrote {report_path}")
     if junit_path is not None:
-        from corpusclean.jobs.junit import write_junit
+        from corpusclean.jobs.audit.junit import write_junit
 
         write_junit(junit_path, out, args.strict)
         log.info(JOB, f"wrote {junit_path}")

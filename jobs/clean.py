@@ -4,7 +4,8 @@ The job reads the input once for every statistic and every feature that needs th
 (missing-value counts ride along as a Spark observation; the normalised-text hash and MinHash
 signatures come out of one Arrow pass), stages that narrow frame, makes every dedup decision on
 it, and joins the decisions back to the full rows only once, for the final write. Each of those
-steps ends in a checkpoint, so a rerun after a crash resumes after the last (jobs/resume.py).
+steps ends in a checkpoint, so a rerun after a crash resumes after the last
+(jobs/outputs/resume.py).
 """
 
 from __future__ import annotations
@@ -19,40 +20,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.types as pa_types
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
-from pyspark.sql.types import (
-    ArrayType,
-    DataType,
-    MapType,
-    NumericType,
-    StructType,
-)
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from corpusclean import __version__
-from corpusclean.jobs import charts, log, report_data
-from corpusclean.jobs.config import (
-    CleanConfig,
-    audit_stage_params,
-    dump_config,
-    load_clean_config,
+from corpusclean.errors import InputError, RejectedError
+from corpusclean.jobs.inputs.files import LINE_COLUMNS, bad_line_rows, first_bad_line
+from corpusclean.jobs.inputs.read import Input, check_columns, check_schema, open_input, read_input
+from corpusclean.jobs.outputs.dedup_index import (
+    OpenedIndex,
+    open_indexes,
+    prior_frames,
+    write_index,
 )
-from corpusclean.jobs.dedup_index import OpenedIndex, open_indexes, prior_frames, write_index
-from corpusclean.jobs.errors import ConfigError, CorpusCleanError, InputError, RejectedError
-from corpusclean.jobs.failures import disk_full
-from corpusclean.jobs.inputs import (
-    LINE_COLUMNS,
-    bad_line_rows,
-    explain_read_error,
-    first_bad_line,
-    plan_input,
-    read_jsonl,
-)
-from corpusclean.jobs.paths import check_output_vs_input, detect_format
-from corpusclean.jobs.publish import Publisher, check_output
-from corpusclean.jobs.report import report_views, write_reports
-from corpusclean.jobs.resume import (
+from corpusclean.jobs.outputs.publish import check_output
+from corpusclean.jobs.outputs.resume import (
     LAYOUT,
     Checkpoint,
     Checkpoints,
@@ -62,10 +45,20 @@ from corpusclean.jobs.resume import (
     layout_column,
     layout_digest,
     mark_frame_done,
-    refusal,
 )
-from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.session import (
+from corpusclean.jobs.outputs.staged import WORK, StagedRun, Staging, reread
+from corpusclean.jobs.reports import charts
+from corpusclean.jobs.reports import data as report_data
+from corpusclean.jobs.reports.page import report_views, write_reports
+from corpusclean.jobs.runtime import log
+from corpusclean.jobs.runtime.config import (
+    CleanConfig,
+    audit_stage_params,
+    dump_config,
+    load_clean_config,
+)
+from corpusclean.jobs.runtime.runner import new_parser, run_job
+from corpusclean.jobs.runtime.session import (
     build_session,
     check_shared_output,
     count_jobs,
@@ -75,6 +68,7 @@ from corpusclean.jobs.session import (
 )
 from corpusclean.pipelines.base import (
     Dedup,
+    ExamplePick,
     Pipeline,
     funnel_aggregates,
     score_aggregates,
@@ -84,21 +78,17 @@ from corpusclean.pipelines.columns import (
     AGAINST,
     BAD_CHARS,
     BAD_LINE,
-    CLEAN_RESERVED,
     NORM_HASH,
     REASON,
     REFUSED_TEXT,
     ROW_HASH,
     ROW_ID,
-    SCORE_PREFIX,
     STAGE,
     TEXT_LEN,
     quoted,
-    reserved_in,
 )
 from corpusclean.pipelines.content import ReadPass, run_read_pass, spark_fields
 from corpusclean.pipelines.dedup import apply_clusters, build_duplicates_table
-from corpusclean.pipelines.minhash import MinHashParams, exact_jaccard
 from corpusclean.pipelines.missing import (
     ROWS,
     impute_with_medians,
@@ -112,7 +102,7 @@ from corpusclean.pipelines.profile import (
     length_histograms,
     outcome_counts,
 )
-from corpusclean.schemas import missing_required, raw_docs_required, wrong_types
+from corpusclean.schemas import CLUSTER_ID, DOC_ID
 from corpusclean.testhook import hold
 
 JOB = "clean"
@@ -120,7 +110,7 @@ JOB = "clean"
 INPUT_STAGE = "input"
 _BAD_LINES = "__bad_lines"
 _BAD_LINE_ROWS = "bad_lines"  # the work folder of the bad lines' rows
-INDEX = "index"  # the output's own dedup index (jobs/dedup_index.py)
+INDEX = "index"  # the output's own dedup index (jobs/outputs/dedup_index.py)
 
 
 @dataclass
@@ -166,7 +156,7 @@ class Run:
     removed: dict[str, int] = field(default_factory=dict)
     audit: dict[str, Any] | None = None
     gate_passed: bool | None = None
-    # Each cluster stage's figures for the report (`near_dedup`), by stage name.
+    # Each cluster stage's figures for the report (near's `near_dedup`), by stage name.
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     input_schema: StructType = field(default_factory=StructType)
     lines: bool = False  # JSON Lines input: its bad lines have a funnel line
@@ -181,10 +171,11 @@ class Run:
     checkpoints: Checkpoints | None = None
     # The last dedup unit's decisions: `{schema, name}` of their folder under the work folder.
     decided: dict[str, str] | None = None
-    # The read pass's layout digest (jobs/resume.py), and its bad lines' schema (JSON Lines).
+    # The read pass's layout digest (jobs/outputs/resume.py), and its bad lines' schema (JSON
+    # Lines).
     layout: int | None = None
     bad_lines_schema: str | None = None
-    # The prior indexes of `--against` (jobs/dedup_index.py), the rows each stage removed
+    # The prior indexes of `--against` (jobs/outputs/dedup_index.py), the rows each stage removed
     # against each (`{index: {stage: rows}}`), and the output's own index's params.
     against: list[OpenedIndex] = field(default_factory=list)
     against_removed: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -192,7 +183,8 @@ class Run:
     # The quality filters' score distributions (report.json's `quality`, before `removed`).
     quality: dict[str, Any] = field(default_factory=dict)
     # Text lengths per bucket of input and output (`lengths`), rows per `lang`/`source`
-    # value and outcome (`breakdown`), and near-duplicate pairs with their texts (`examples`).
+    # value and outcome (`breakdown`), and each stage's example pairs with their texts
+    # (`examples`, by stage name).
     lengths: dict[str, Any] = field(default_factory=dict)
     breakdown: dict[str, Any] = field(default_factory=dict)
     examples: dict[str, Any] = field(default_factory=dict)
@@ -267,29 +259,6 @@ def _schema(text: str) -> StructType:
     return StructType.fromJson(json.loads(text))
 
 
-def read_input(spark: SparkSession, path: str, fmt: str, line_columns: bool = False) -> DataFrame:
-    """The raw documents as a DataFrame (Parquet file/folder/glob or JSON Lines, .gz too).
-
-    Local files are checked first (jobs/inputs.py). With `line_columns`, JSON Lines come with
-    `_bad_line`, `_source_file` and `_raw_line` next to the documents' columns (`LINE_COLUMNS`);
-    without, a bad line is a row of what Spark's parser made of it.
-    """
-    plan = plan_input(path, fmt)
-    try:
-        if fmt == "parquet":
-            return spark.read.options(**plan.options).parquet(*plan.paths)
-        docs = read_jsonl(spark, plan)
-        return docs if line_columns else docs.drop(*LINE_COLUMNS)
-    except InputError:
-        raise
-    except Exception as exc:  # Spark's AnalysisException for a path it cannot read
-        explained = explain_read_error(exc)
-        if explained is not None:
-            raise explained from exc
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"cannot read {fmt} input {path}: {first}") from exc
-
-
 def _has_map(dtype: DataType) -> bool:
     if isinstance(dtype, MapType):
         return True
@@ -311,208 +280,84 @@ def row_hash(schema: StructType, names: list[str]) -> Any:
     return F.xxhash64(*cols)
 
 
-def check_schema(
-    df: DataFrame, cfg: CleanConfig, pipe: Pipeline, path: str, internal: Sequence[str] = ()
-) -> None:
-    """The raw-docs contract (schemas/) and what each listed stage reads (`Step.check`).
+@dataclass(frozen=True)
+class Preflight:
+    """What clean's pre-flight found, handed to the run so that nothing is read twice: the
+    input opened (its format, its files' footers), and the prior indexes of `--against`."""
 
-    `internal` names the columns read_input added itself (not the input's).
-    """
-    schema = StructType([f for f in df.schema.fields if f.name not in internal])
-    fields = {f.name: f.dataType for f in schema.fields}
-    clash = reserved_in(fields, CLEAN_RESERVED, (SCORE_PREFIX,))
-    if clash:
-        raise InputError(_reserved_message(path, clash[0]))
-    required = raw_docs_required(cfg.columns.id, cfg.columns.text)
-    have = ", ".join(fields) or "none"
-    keys = {cfg.columns.id: "columns.id", cfg.columns.text: "columns.text"}
-    for name in missing_required(schema, required):
-        raise InputError(
-            f"input {path} has no column {name!r} (its columns: {have}); set {keys[name]}=NAME"
-        )
-    for name, found, _ in wrong_types(schema, required):
-        raise InputError(
-            f"input {path}: column {name!r} ({keys[name]}) must be a string, "
-            f"found {found.simpleString()}"
-        )
-    for name in cfg.missing.numeric:
-        if name not in fields:
-            raise ConfigError(f"missing.numeric names column {name!r}, which the input lacks")
-        if not isinstance(fields[name], NumericType):
-            raise ConfigError(
-                f"missing.numeric.{name}: column is {fields[name].simpleString()}, not numeric"
-            )
-    refused = pipe.check(fields)
-    if refused is not None:
-        raise ConfigError(refused[1])
+    source: Input
+    against: list[OpenedIndex]
 
 
-def preflight(input_path: str, output: str, cfg: CleanConfig) -> None:
-    """Every check that needs no Spark, run before a session starts: the input's files, then
-    the output (its lock, foreign files, mount point), so refusals come at once."""
-    _preflight_input(input_path, output, cfg)
+def preflight(input_path: str, output: str, cfg: CleanConfig) -> Preflight:
+    """Every check that needs no Spark, run before a session starts: the format, the output's
+    place, the input's files (footers, checksums, names) and, for Parquet, the raw-docs
+    contract on the footers' columns; then the output (its lock, foreign files, mount point)
+    and the `--against` indexes, so refusals come at once. `clean` checks the contract again
+    on Spark's schema."""
+    source = open_input(input_path, cfg.input.format, output)
+    check_columns(source, cfg)
     check_output(output, JOB)
-    open_indexes(cfg.dedup.against, near_minhash(cfg.pipeline()), output)
-
-
-def _preflight_input(input_path: str, output: str, cfg: CleanConfig) -> None:
-    """The format, the output's place, and for a local input its files (footers, checksums,
-    names) and, for Parquet, the raw-docs contract on the footers' columns. `clean` checks
-    again on Spark's schema."""
-    fmt = detect_format(input_path, cfg.input.format)
-    check_output_vs_input([input_path], output)
-    plan = plan_input(input_path, fmt)
-    if plan.rows == 0:
-        raise InputError(f"input {input_path} holds no rows")
-    if plan.schema is None:
-        return
-    fields = {f.name: f.type for f in plan.schema}
-    clash = reserved_in(fields, CLEAN_RESERVED, (SCORE_PREFIX,))
-    if clash:
-        raise InputError(_reserved_message(input_path, clash[0]))
-    if plan.partitioned:
-        return  # partition columns come from folder names, which footers do not hold
-    have = ", ".join(fields)
-    for key, name in (("columns.id", cfg.columns.id), ("columns.text", cfg.columns.text)):
-        if name not in fields:
-            raise InputError(
-                f"input {input_path} has no column {name!r} (its columns: {have}); set {key}=NAME"
-            )
-        if not pa_types.is_string(fields[name]) and not pa_types.is_large_string(fields[name]):
-            raise InputError(
-                f"input {input_path}: column {name!r} ({key}) must be a string, "
-                f"found {fields[name]}"
-            )
-
-
-def near_stage(pipe: Pipeline) -> Dedup | None:
-    """The run's near-dedup stage (the enabled stage with MinHash parameters), if it runs."""
-    for step in pipe.dedups:
-        if step.enabled and isinstance(getattr(step.params, "minhash", None), MinHashParams):
-            return step
-    return None
-
-
-def near_minhash(pipe: Pipeline) -> MinHashParams | None:
-    """The MinHash parameters of the run's near-dedup stage; None when it does not run."""
-    step = near_stage(pipe)
-    return None if step is None else step.params.minhash  # type: ignore[attr-defined]
-
-
-def _reserved_message(path: str, name: str) -> str:
-    return (
-        f"input {path} has a column {name!r}, a name clean uses for its own bookkeeping "
-        f"(reserved: {', '.join(sorted(CLEAN_RESERVED))} and every name starting with "
-        f"{SCORE_PREFIX}); rename that column in the input and rerun"
-    )
+    # A mismatched or damaged index is one line, before anything is written.
+    against = open_indexes(cfg.dedup.against, cfg.pipeline().signature_params(), output)
+    return Preflight(source, against)
 
 
 def clean(
-    spark: SparkSession, input_path: str, output: str, cfg: CleanConfig, resume: bool = True
+    spark: SparkSession,
+    input_path: str,
+    output: str,
+    cfg: CleanConfig,
+    resume: bool = True,
+    checked: Preflight | None = None,
 ) -> Run:
     """Run the whole job; returns the run's facts. Raises RejectedError when a gate refuses.
 
-    With `resume`, a run that was killed or crashed on the same work (jobs/resume.py) is
-    continued after its last checkpoint instead of started afresh.
+    `checked` is pre-flight's result for this input, output and config (computed here when
+    not given). With `resume`, a run that was killed or crashed on the same work
+    (jobs/outputs/resume.py) is continued after its last checkpoint instead of started afresh.
     """
-    fmt = detect_format(input_path, cfg.input.format)
-    check_output_vs_input([input_path], output)
-    publisher = Publisher(
-        output, JOB, stale_hours=cfg.publish.stale_hours, keep_rejected=cfg.publish.keep_rejected
-    )
-    # Every job of the run in one group, so the report can count them.
-    spark.sparkContext.setJobGroup(publisher.run_id, f"corpusclean clean {publisher.run_id}")
-    try:
-        run = _staged_run(spark, publisher, input_path, output, fmt, cfg, resume)
-    finally:
-        # A shared session (tests, notebooks) must not tag its later jobs with this run.
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    checked = checked or preflight(input_path, output, cfg)
+    source, against = checked.source, checked.against
+    with StagedRun(spark, JOB, output, cfg.publish) as staged_run:
+        raw = read_input(spark, source, line_columns=True)
+        fp = fingerprint(spark, raw, source.format, cfg.resolved())
+        # A prior index rebuilt since a killed run makes its decisions stale: not resumed.
+        fp["against"] = [i.params.get("run_id") for i in against]
+        with staged_run.staging(fp, resume) as staging:
+            run = Run(staged_run.run_id, input_path, str(Path(output).absolute()), cfg, spark=spark)
+            run.checkpoints = staging.checkpoints
+            run.against = against
+            signatures = run.pipeline.signature_params() is not None
+            priors = [prior_frames(spark, idx, i, signatures) for i, idx in enumerate(against)]
+            for step in run.pipeline.dedups:
+                step.against(priors)
+            for idx in against:
+                log.info(
+                    JOB, f"dedup against {idx.name}: {idx.documents:,} documents ({idx.given})"
+                )
+            log.info(
+                JOB,
+                f"run {run.run_id}: {input_path} ({source.format}) -> {output}; "
+                f"staging {staging.folder}",
+            )
+            hold("prepared")
+            _execute(spark, run, raw, source, staging)
     log.info(JOB, f"published {run.output_rows:,} docs to {output}")
     return run
 
 
-def _staged_run(
-    spark: SparkSession,
-    publisher: Publisher,
-    input_path: str,
-    output: str,
-    fmt: str,
-    cfg: CleanConfig,
-    resume: bool,
-) -> Run:
-    """Read, fingerprint, stage (or adopt a killed run's staging), execute, publish."""
-    near = near_minhash(cfg.pipeline())
-    # Checked before any work: a mismatched or damaged index is one line, nothing written.
-    against = open_indexes(cfg.dedup.against, near, output)
-    raw = read_input(spark, input_path, fmt, line_columns=True)
-    fp = fingerprint(spark, raw, fmt, cfg.resolved())
-    # A prior index rebuilt since a killed run makes its decisions stale: not resumed.
-    fp["against"] = [i.params.get("run_id") for i in against]
-    adopt = (lambda folder: refusal(folder, fp)) if resume else None
-    staging = publisher.prepare(adopt=adopt)  # holds the output's lock until close()
-    try:
-        work = staging / "_work"
-        run = Run(publisher.run_id, input_path, str(Path(output).absolute()), cfg, spark=spark)
-        run.checkpoints = Checkpoints(work)
-        run.checkpoints.write_fingerprint(fp)
-        run.against = against
-        priors = [prior_frames(spark, idx, i, near is not None) for i, idx in enumerate(against)]
-        for step in run.pipeline.dedups:
-            step.against(priors)
-        for idx in against:
-            log.info(JOB, f"dedup against {idx.name}: {idx.documents:,} documents ({idx.given})")
-        log.info(JOB, f"run {run.run_id}: {input_path} ({fmt}) -> {output}; staging {staging}")
-        hold("prepared")
-        try:
-            _execute(spark, run, raw, fmt, staging, work, publisher.resumed_from)
-        except RejectedError:
-            publisher.reject()  # kept for inspection, as the message says
-            raise
-        except BaseException as exc:
-            explained = explain_read_error(exc)
-            if (
-                explained is None
-                and not isinstance(exc, CorpusCleanError)
-                # A full disk gets its space back (the previous output stays, as always).
-                and disk_full(exc) is None
-                and run.checkpoints.last() is not None
-            ):
-                # A crash (Spark failure, interrupt) keeps the finished stages for a rerun.
-                publisher.keep_failed()
-                log.info(
-                    JOB,
-                    f"run {run.run_id} failed; its finished stages are kept in {staging}: "
-                    "rerun the same command to resume (--no-resume starts afresh)",
-                )
-            else:
-                # Bad input or config, a full disk, or nothing finished: nothing to keep.
-                publisher.discard()
-            if explained is not None:
-                raise explained from exc
-            raise
-        shutil.rmtree(work, ignore_errors=True)
-        publisher.publish()
-    finally:
-        publisher.close()
-    return run
-
-
 def _execute(
-    spark: SparkSession,
-    run: Run,
-    raw: DataFrame,
-    fmt: str,
-    staging: Path,
-    work: Path,
-    resumed_from: str | None,
+    spark: SparkSession, run: Run, raw: DataFrame, source: Input, staging: Staging
 ) -> None:
     """Mark, read pass, dedup stages, write, gate, audit: the run up to publishing; after
-    the last checkpoint of `resumed_from` when there is one."""
+    the last checkpoint of the run it resumes when there is one."""
     # Part of the output contract, not tuning: Spark's INT96 default would turn the input's
     # timestamp columns into another Parquet type ("the input's columns unchanged").
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    frames = _mark(run, raw, fmt)
-    done = _resume_point(spark, run, frames, work, resumed_from)
+    work = staging.work
+    frames = _mark(run, raw, source)
+    done = _resume_point(spark, run, frames, work, staging.resumed_from)
     if done is None:
         bad_lines = _read_pass(spark, run, frames, work)
     else:
@@ -520,9 +365,9 @@ def _execute(
     decisions = _dedup(spark, run, frames, work, done)
     hold("dedup")
     if done is None or done.order < _WRITE_ORDER:
-        _write(run, frames, decisions, bad_lines, staging)
+        _write(run, frames, decisions, bad_lines, staging.folder)
     hold("write")
-    _gate_and_audit(spark, run, staging, decisions)
+    _gate_and_audit(spark, run, staging.folder, decisions)
 
 
 def _resume_point(
@@ -577,12 +422,12 @@ class Frames:
     lines: bool
 
 
-def _mark(run: Run, raw: DataFrame, fmt: str) -> Frames:
+def _mark(run: Run, raw: DataFrame, source: Input) -> Frames:
     """Check the input (`read_input`'s frame) against the contract and the stages, and add
     the row keys and the expression filters' verdicts (Spark expressions: no pass of their
     own)."""
     cfg, pipe = run.config, run.pipeline
-    lines = fmt == "jsonl"
+    lines = source.lines
     internal = LINE_COLUMNS if lines else ()
     check_schema(raw, cfg, pipe, run.input_path, internal)
     input_cols = [c for c in raw.columns if c not in internal]
@@ -709,12 +554,6 @@ def _filter_lines(run: Run, counts: dict[str, Any]) -> None:
         _stage_within(run, name, rows, rows - removed, note)
         rows -= removed
     run.output_rows = rows
-
-
-def reread(spark: SparkSession, schema: StructType, path: str) -> DataFrame:
-    """A Parquet folder this run has just written, read back with the schema it was written
-    with: without it, Spark starts a job to infer the schema from the files' footers."""
-    return spark.read.schema(schema).parquet(path)
 
 
 def _features_frame(spark: SparkSession, run: Run, work: Path) -> DataFrame:
@@ -865,12 +704,12 @@ def _data_rows(
     run: Run,
     frames: Frames,
     decisions: DataFrame,
-    near: list[dict[str, Any]],
+    picks: list[ExamplePick],
     found: Observation,
     survivors: Observation,
 ) -> DataFrame:
     """data/: the rows still in the corpus, whole, with their medians imputed and the scores
-    published beside them. The texts of the `near` examples (removed rows) are observed as
+    published beside them. The texts of the example `picks` (removed rows) are observed as
     `found`, their survivors' as `survivors`, in the same scan."""
     cfg = run.config
     id_col = cfg.columns.id
@@ -879,14 +718,14 @@ def _data_rows(
     kept = decisions.filter(F.col(STAGE).isNull()).select(
         ROW_ID, *[F.col(score) for score, _ in published]
     )
-    # The sampled near duplicates' texts ride on the data write: its scan reads every input
-    # row before the join drops the removed ones, and the survivors' after it.
+    # The sampled duplicates' texts ride on the data write: its scan reads every input row
+    # before the join drops the removed ones, and the survivors' after it.
     rows = frames.marked
     text = F.substring(F.col(quoted(cfg.columns.text)), 1, _EXAMPLE_MAX_CHARS)
-    if near:
-        wanted = F.col(ROW_ID).isin([r[ROW_ID] for r in near])
+    if picks:
+        wanted = F.col(ROW_ID).isin(sorted({p.rid for p in picks}))
         picked = F.struct(F.col(ROW_ID).alias("rid"), text.alias("text"))
-        rows = rows.observe(found, F.collect_list(F.when(wanted, picked)).alias("near"))
+        rows = rows.observe(found, F.collect_list(F.when(wanted, picked)).alias("removed"))
     data = (
         rows.join(kept, ROW_ID, "inner" if published else "left_semi")
         .transform(lambda d: impute_with_medians(d, run.medians))
@@ -896,8 +735,8 @@ def _data_rows(
         )
         .sortWithinPartitions(id_col)
     )
-    if near:
-        wanted = F.col(quoted(id_col)).isin(sorted({str(r["kept"]) for r in near}))
+    if picks:
+        wanted = F.col(quoted(id_col)).isin(sorted({p.kept for p in picks}))
         picked = F.struct(F.col(quoted(id_col)).alias("doc_id"), text.alias("text"))
         data = data.observe(survivors, F.collect_list(F.when(wanted, picked)).alias("kept"))
     return data
@@ -911,23 +750,23 @@ def _write(
         # What a killed run's write left behind (a resumed run writes them again whole).
         shutil.rmtree(staging / name, ignore_errors=True)
     with log.stage(JOB, "write", rows_in=run.output_rows, spark=decisions.sparkSession) as st:
-        found, survivors = Observation("near-examples"), Observation("near-survivors")
-        picked: list[list[dict[str, Any]]] = []
+        found, survivors = Observation("examples-removed"), Observation("examples-kept")
+        picked: dict[str, list[ExamplePick]] = {}
 
         def counted_then_data() -> None:
-            # The outcome counts pick the near examples whose texts the data write observes,
-            # so the two run in order, beside the other writes.
-            near = _count_outcomes(run, frames, decisions)
-            picked.append(near)
-            data = _data_rows(run, frames, decisions, near, found, survivors)
+            # The outcome counts pick the examples whose texts the data write observes, so
+            # the two run in order, beside the other writes.
+            picked.update(_count_outcomes(run, frames, decisions))
+            picks = [p for stage in picked.values() for p in stage]
+            data = _data_rows(run, frames, decisions, picks, found, survivors)
             data.write.parquet(str(staging / "data"))
 
-        rejected = _rejected_rows(run, frames, staging / "_work", bad_lines)
+        rejected = _rejected_rows(run, frames, staging / WORK, bad_lines)
         duplicates = build_duplicates_table(decisions, run.pipeline.dedups)
         writes = [
             counted_then_data,
             lambda: rejected.write.parquet(str(staging / "rejected")),
-            lambda: duplicates.sortWithinPartitions("cluster_id", "doc_id").write.parquet(
+            lambda: duplicates.sortWithinPartitions(CLUSTER_ID, DOC_ID).write.parquet(
                 str(staging / "duplicates")
             ),
         ]
@@ -936,23 +775,28 @@ def _write(
         # Independent writes, each its own job: planned and run side by side, the driver's
         # planning of one overlapping the tasks of another.
         run_together(writes)
-        near = picked[0]
-        if near:
-            removed = {int(r["rid"]): r["text"] for r in found.get.get("near") or []}
-            kept_texts = {r["doc_id"]: r["text"] for r in survivors.get.get("kept") or []}
-            run.examples["near"] = _near_pairs(run, near, removed, kept_texts)
+        if any(picked.values()):
+            removed = {int(r["rid"]): r["text"] for r in found.get.get("removed") or []}
+            kept = {r["doc_id"]: r["text"] for r in survivors.get.get("kept") or []}
+            for step in run.pipeline.dedups:
+                if picked.get(step.name):
+                    pairs = step.example_pairs(picked[step.name], removed, kept)
+                    run.examples[step.name] = [_cut_texts(pair) for pair in pairs]
         st.rows_out = run.output_rows
     run.stage(Stage("write", run.output_rows, run.output_rows, st.seconds))
     run.checkpoint(_WRITE_ORDER, "write")
 
 
-# Near duplicates sampled for the report: this many removed rows (by a hash of their id, the
-# same on every run), of which a few per similarity band are shown. Their texts are kept up
-# to _EXAMPLE_MAX_CHARS for the Jaccard, cut shorter for the page.
-_NEAR_POOL = 24
-_NEAR_CANDIDATES = 96  # rows the aggregation lists, of which the pool is the first by hash
-_NEAR_PICKED = "__near_picked"
-_NEAR_PER_BAND = 3
+def _cut_texts(pair: dict[str, Any]) -> dict[str, Any]:
+    """An example pair with its texts cut to the page's preview length."""
+    return {k: report_data.cut(v) if k.endswith("_text") else v for k, v in pair.items()}
+
+
+# Removed rows sampled for the report, per stage that shows pairs: this many (by a hash of
+# their id, the same on every run), of which the stage shows a few. Their texts are kept up to
+# _EXAMPLE_MAX_CHARS for the stage's figures (a Jaccard), cut shorter for the page.
+_EXAMPLE_POOL = 24
+_EXAMPLE_CANDIDATES = 96  # rows the aggregation lists, of which the pool is the first by hash
 _EXAMPLE_MAX_CHARS = 200_000
 _OUTCOME_ROWS = 20_000  # at most this many grouped rows reach the driver (reasons first)
 _LENGTH_BUCKET = "__length_bucket"
@@ -963,15 +807,15 @@ def _breakdown_columns(frames: Frames) -> list[str]:
     return [c for c in BREAKDOWN_COLUMNS if c in frames.input_cols]
 
 
-def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> list[dict[str, Any]]:
+def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> dict[str, list[ExamplePick]]:
     """Rows per rejection reason (report.json's `rejected`) and, in the same aggregation, per
     text-length bucket and per `lang`/`source` value, each by the stage that removed them
-    (`lengths`, `breakdown`). Returns a few rows near-dedup removed (`_near_pick`), listed
-    in the same job."""
+    (`lengths`, `breakdown`). Returns, per stage that shows example pairs, a few of the rows
+    it removed (`_example_picks`), listed in the same job."""
     by = [c for c in _breakdown_columns(frames) if c in decisions.columns]
     bucketed = decisions.withColumn(_LENGTH_BUCKET, length_bucket(F.col(TEXT_LEN)))
-    pick = _near_pick(run)
-    extra = [] if pick is None else [pick.alias(_NEAR_PICKED)]
+    picks = _example_picks(run)
+    extra = [column.alias(alias) for alias, (_, column) in picks.items()]
     rows = [
         r.asDict(recursive=True)
         for r in outcome_counts(bucketed, REASON, STAGE, [_LENGTH_BUCKET, *by], extra)
@@ -994,78 +838,56 @@ def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> list[dict
         run.breakdown = {c: {"too_many": f"over {_OUTCOME_ROWS:,} groups"} for c in by}
     else:
         run.breakdown = breakdown(rows, by)
-    if pick is None:
-        return []
-    # Every set sees every row: the reason set's groups hold each picked row once.
-    picked = [p for r in rows if r["set"] == REASON for p in r.get(_NEAR_PICKED) or []]
-    return sorted(picked, key=lambda p: (p["h"], p["doc_id"]))[:_NEAR_POOL]
+    out: dict[str, list[ExamplePick]] = {}
+    for alias, (step, _) in picks.items():
+        # Every set sees every row: the reason set's groups hold each picked row once.
+        listed = [p for r in rows if r["set"] == REASON for p in r.get(alias) or []]
+        pool = sorted(listed, key=lambda p: (p["h"], p["doc_id"]))[:_EXAMPLE_POOL]
+        out[step.name] = [
+            ExamplePick(int(p["rid"]), str(p["doc_id"]), str(p["kept"])) for p in pool
+        ]
+    return out
 
 
-def _near_pick(run: Run) -> Column | None:
-    """An aggregate listing about _NEAR_CANDIDATES of the rows near-dedup removed (`h`: a hash
-    of their doc_id, `_rid`, doc_id, and `kept`: the doc_id that survived their cluster), one
-    row in every n by that hash: the same rows on every run, and a list that stays small
-    whatever the corpus."""
-    step = near_stage(run.pipeline)
-    removed = run.removed.get(step.name, 0) if step is not None else 0
-    if step is None or not removed:
-        return None
-    every = max(1, removed // _NEAR_CANDIDATES)
+def _example_picks(run: Run) -> dict[str, tuple[Dedup, Column]]:
+    """Per enabled stage that shows example pairs and removed rows: an aggregate listing about
+    _EXAMPLE_CANDIDATES of the rows it removed (`h`: a hash of their doc_id, `rid`, doc_id,
+    and `kept`: the doc_id that survived their cluster), one row in every n by that hash: the
+    same rows on every run, and a list that stays small whatever the corpus. By the
+    aggregate's alias."""
     doc_id = F.col(quoted(run.config.columns.id))
     h = F.xxhash64(doc_id)
-    chosen = (F.col(STAGE) == F.lit(step.name)) & (F.pmod(h, F.lit(every)) == 0)
-    row = F.struct(
-        h.alias("h"),
-        F.col(ROW_ID).alias(ROW_ID),
-        doc_id.alias("doc_id"),
-        F.col(step.cluster_col).alias("kept"),
-    )
-    return F.collect_list(F.when(chosen, row))
-
-
-def _near_pairs(
-    run: Run, near: list[dict[str, Any]], removed: dict[int, str], kept: dict[str, str]
-) -> list[dict[str, Any]]:
-    """Each sampled removed document (texts by row id) beside its cluster's survivor (texts by
-    doc_id; both caught by the data write), with their exact Jaccard on the near stage's
-    shingles; a few per similarity band, most similar first."""
-    params = near_minhash(run.pipeline)
-    assert params is not None
-    pairs = []
-    for r in near:
-        removed_text = removed.get(int(r[ROW_ID]))
-        kept_text = kept.get(str(r["kept"]))
-        both = removed_text is not None and kept_text is not None
-        pairs.append(
-            {
-                "kept": r["kept"],
-                "removed": r["doc_id"],
-                "jaccard": round(exact_jaccard(kept_text, removed_text, params), 4)
-                if both
-                else None,
-                "kept_text": report_data.cut(kept_text),
-                "removed_text": report_data.cut(removed_text),
-            }
+    picks: dict[str, tuple[Dedup, Column]] = {}
+    for i, step in enumerate(run.pipeline.dedups):
+        removed = run.removed.get(step.name, 0)
+        if not (step.enabled and step.shows_pairs and removed):
+            continue
+        every = max(1, removed // _EXAMPLE_CANDIDATES)
+        chosen = (F.col(STAGE) == F.lit(step.name)) & (F.pmod(h, F.lit(every)) == 0)
+        row = F.struct(
+            h.alias("h"),
+            F.col(ROW_ID).alias("rid"),
+            doc_id.alias("doc_id"),
+            F.col(step.cluster_col).alias("kept"),
         )
-    step = near_stage(run.pipeline)
-    threshold = float(getattr(step.params, "threshold", 0.0)) if step is not None else 0.0
-    return report_data.pick_by_band(pairs, threshold, _NEAR_PER_BAND)
+        picks[f"__picked_{i}"] = (step, F.collect_list(F.when(chosen, row)))
+    return picks
 
 
 def _write_index(run: Run, decisions: DataFrame, staging: Path) -> None:
-    """DIR/index/ (jobs/dedup_index.py) of the published documents: their features from the
-    read pass, no text read again. Its texts are the output's own data/."""
+    """DIR/index/ (jobs/outputs/dedup_index.py) of the published documents: their features
+    from the read pass, no text read again. Its texts are the output's own data/."""
     spark = decisions.sparkSession
     cfg = run.config
     shutil.rmtree(staging / INDEX, ignore_errors=True)
-    feats = _features_frame(spark, run, staging / "_work")
+    feats = _features_frame(spark, run, staging / WORK)
     kept = decisions.filter(F.col(STAGE).isNull()).select(ROW_ID)
     texts = {"path": "../data", "format": "parquet", "id": cfg.columns.id, "text": cfg.columns.text}
     params = write_index(
         feats.join(kept, ROW_ID, "left_semi"),
         staging / INDEX,
         cfg.columns.id,
-        near_minhash(run.pipeline),
+        run.pipeline.signature_params(),
         texts,
         run.output_path,
         run.run_id,
@@ -1095,7 +917,10 @@ def _gate_and_audit(spark: SparkSession, run: Run, staging: Path, decisions: Dat
         run.audit = {"ran": False, "reason": "audit.enabled is false"}
     report = report_dict(spark, run)
     report.update(report_views(staging, run.config.columns.id, run.config.columns.text))
-    report["examples"]["near"] = run.examples.get("near", [])
+    # The example pairs only the run saw (`Dedup.example_pairs`), beside the views' examples.
+    for step in run.pipeline.dedups:
+        if step.shows_pairs:
+            report["examples"][step.name] = run.examples.get(step.name, [])
     report_path = write_reports(staging, report)
     if not run.gate_passed:
         raise RejectedError(
@@ -1221,7 +1046,7 @@ def _audit(spark: SparkSession, run: Run, staging: Path, decisions: DataFrame) -
     cost. Every other check reads data/ itself; `corpusclean check` computes all from the text.
     """
     try:
-        from corpusclean.jobs.quality import audit_clean_output, precomputed_frame
+        from corpusclean.jobs.audit.quality import audit_clean_output, precomputed_frame
     except ModuleNotFoundError:
         return {"ran": False, "reason": "quality module not installed"}
     cfg = run.config
@@ -1273,15 +1098,15 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         "flagged_columns": run.flagged,
         "imputed_medians": run.medians,
     }
-    # Per prior index (`--against`): what each stage removed against it, and near-dedup's
-    # candidate pairs and verified edges to it.
+    # Per prior index (`--against`): what each stage removed against it, and the cluster
+    # stage's figures against it (`near`: its candidate pairs and verified edges).
     report["against"] = [
         {
             "name": idx.name,
             "path": idx.given,
             "documents": idx.documents,
             "removed": run.against_removed.get(idx.name, {}),
-            "near": _near_against(run).get(idx.name),
+            "near": _cluster_figures_against(run).get(idx.name),
         }
         for idx in run.against
     ]
@@ -1296,7 +1121,7 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
         name: {"removed": run.removed.get(name, 0), "quantiles_of": "1 row in 8", **figures}
         for name, figures in run.quality.items()
     }
-    # Each cluster stage's figures, under its config section's name (`near_dedup`).
+    # Each cluster stage's figures, under its config section's name (near's `near_dedup`).
     for step in run.pipeline.dedups:
         if step.name in run.figures:
             report[step.section_name()] = run.figures[step.name]
@@ -1320,8 +1145,8 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
     return report
 
 
-def _near_against(run: Run) -> dict[str, Any]:
-    """Near-dedup's figures per prior index (`near_dedup.against`), by index name."""
+def _cluster_figures_against(run: Run) -> dict[str, Any]:
+    """A cluster stage's figures per prior index (its figures' `against`), by index name."""
     for figures in run.figures.values():
         if isinstance(figures.get("against"), dict):
             return figures["against"]
@@ -1380,11 +1205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.input or not args.output:
             parser.error("--input and --output are required (or --print-config)")
         # Everything that needs no Spark is checked before it starts (seconds, not half a minute).
-        preflight(args.input, args.output, cfg)
+        checked = preflight(args.input, args.output, cfg)
         spark = build_session("corpusclean-clean", cfg.spark, [args.input])
         charts.preload()  # report.html's charts, drawn at the end
         check_shared_output(spark, args.output)
-        run = clean(spark, args.input, args.output, cfg, resume=not args.no_resume)
+        run = clean(spark, args.input, args.output, cfg, not args.no_resume, checked)
         summary = {
             "input_rows": run.input_rows,
             "output_rows": run.output_rows,

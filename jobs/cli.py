@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from corpusclean import __version__
-from corpusclean.jobs.errors import EXIT_USAGE
+from corpusclean.errors import EXIT_USAGE
 
 # command -> (module under corpusclean.jobs, one-line help). Modules import lazily so that a
 # command that does not need Spark or Great Expectations never pays for importing them.
@@ -17,8 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "index": ("index", "build the dedup index of a corpus, for clean --against"),
     "pack": ("pack", "pack a clean output into WebDataset tar shards"),
     "check": ("check", "run a data-quality suite on a stage's output"),
-    "report": ("report_cli", "render a clean output's report.html again from its report.json"),
-    "bench": ("bench_loader", "measure how fast shards load against what training consumes"),
+    "report": ("report", "render a clean output's report.html again from its report.json"),
+    "bench": ("bench", "measure how fast shards load against what training consumes"),
     "sample": ("sample", "write a synthetic corpus with known duplicates"),
     "demo": ("demo", "sample -> clean -> pack -> check -> bench on a generated corpus"),
     "submit": ("submit", "spark-submit a job to a cluster with the package attached"),

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from corpusclean.jobs import log
-from corpusclean.jobs.errors import EXIT_OK, CorpusCleanError, InputError
-from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.errors import EXIT_OK, CorpusCleanError, InputError
+from corpusclean.jobs.runtime import log
+from corpusclean.jobs.runtime.runner import new_parser, run_job
 
 JOB = "demo"
 MARKER = "_corpusclean_demo"
@@ -69,7 +69,7 @@ def run_demo(out: Path, docs: int, seed: int) -> int:
         steps += _pack_steps(cleaned, shards)
     if _available("check"):
         steps.append(_check_step(cleaned))
-    if _available("bench_loader") and _available("pack"):
+    if _available("bench") and _available("pack"):
         steps.append(_bench_step(shards, out / "bench.json"))
 
     code = EXIT_OK
@@ -180,7 +180,7 @@ def _check_step(cleaned: Path) -> Step:
 
 def _bench_step(shards: Path, bench_json: Path) -> Step:
     """Benchmark loading `shards` into `bench_json`, cut down to seconds for the demo."""
-    from corpusclean.jobs import bench_loader
+    from corpusclean.jobs import bench
 
     def bench_detail() -> str:
         b = json.loads(bench_json.read_text())
@@ -188,7 +188,7 @@ def _bench_step(shards: Path, bench_json: Path) -> Step:
 
     return (
         "bench",
-        lambda: bench_loader.main(
+        lambda: bench.main(
             [
                 "--shards",
                 str(shards),

@@ -21,7 +21,7 @@ and swapped in atomically once finished (`pack_staging`): the previous pack stay
 readable until then, and a rerun of the same command resumes in the staging folder.
 
 The tar writer, the write tasks and the commit protocol (which file commits what, and what a
-rerun does in each state of a pack folder) are `corpusclean.jobs.pack_io`; this module plans
+rerun does in each state of a pack folder) are `corpusclean.jobs.shards.pack_io`; this module plans
 the Spark pass and writes the index's content.
 """
 
@@ -44,23 +44,29 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from corpusclean.jobs import dataset_card, pack_io
-from corpusclean.jobs.config import Section, SparkSettings, dump_config, load_config
-from corpusclean.jobs.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
-from corpusclean.jobs.failures import disk_full
-from corpusclean.jobs.log import Timer, described, fmt_rows, info, warn
-from corpusclean.jobs.log import tasks as task_progress
-from corpusclean.jobs.pack_io import (
+from corpusclean.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
+from corpusclean.jobs.inputs.paths import check_output_vs_input, is_remote, local_files
+from corpusclean.jobs.outputs.publish import SUCCESS
+from corpusclean.jobs.runtime.config import Section, SparkSettings, dump_config, load_config
+from corpusclean.jobs.runtime.failures import disk_full
+from corpusclean.jobs.runtime.log import Timer, described, fmt_rows, info, warn
+from corpusclean.jobs.runtime.log import tasks as task_progress
+from corpusclean.jobs.runtime.runner import new_parser, run_job
+from corpusclean.jobs.shards import card as dataset_card
+from corpusclean.jobs.shards import pack_io
+from corpusclean.jobs.shards.integrity import (
+    HashingReader,
+    damaged_error,
+    read_samples,
+    size_problem,
+)
+from corpusclean.jobs.shards.pack_io import (
     FORMAT_VERSION,
     INDEX,
     committed_parts,
     number_parts,
     open_output,
 )
-from corpusclean.jobs.paths import check_output_vs_input, is_remote, local_files
-from corpusclean.jobs.publish import SUCCESS
-from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.shardcheck import HashingReader, damaged_error, read_samples, size_problem
 from corpusclean.pipelines import shards as S
 from corpusclean.pipelines.columns import PACK_RESERVED, reserved_in
 
@@ -248,7 +254,7 @@ def _write(
 ) -> tuple[int, int, int, dict[str, float]]:
     """Write (or finish) the shards of an unfinished pack in `out`; (shards, docs, written,
     seconds), as `_pack_units`."""
-    from corpusclean.jobs.session import build_session, check_shared_output
+    from corpusclean.jobs.runtime.session import build_session, check_shared_output
 
     if not source.files:
         if resume:

@@ -22,15 +22,15 @@ from importlib import resources
 from pathlib import Path
 
 import corpusclean
-from corpusclean.jobs import log
-from corpusclean.jobs.atomic import replacing
-from corpusclean.jobs.errors import CorpusCleanError, InputError
-from corpusclean.jobs.masterstatus import preflight
-from corpusclean.jobs.runner import new_parser, run_job
-from corpusclean.jobs.sparkconf import check_setting, normalise_key, parse_properties
+from corpusclean.errors import CorpusCleanError, InputError
+from corpusclean.jobs.runtime import log
+from corpusclean.jobs.runtime.atomic import replacing
+from corpusclean.jobs.runtime.masterstatus import preflight
+from corpusclean.jobs.runtime.runner import new_parser, run_job
+from corpusclean.jobs.runtime.sparkconf import check_setting, normalise_key, parse_properties
 
 JOB = "submit"
-JOBS = {"clean": "clean", "pack": "pack", "check": "check", "bench": "bench_loader"}
+JOBS = {"clean": "clean", "pack": "pack", "check": "check", "bench": "bench"}
 _PYCACHE = "__pycache__"
 # The folder name executors unpack the environment archive under (`--archives FILE#env`).
 ENV_ALIAS = "env"

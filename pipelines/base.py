@@ -44,6 +44,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType, NumericType, StructField, TimestampType
 
 from corpusclean.pipelines.columns import AGAINST, STAGE
+from corpusclean.pipelines.minhash import MinHashParams
 from corpusclean.pipelines.prior import PriorIndex
 
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -244,6 +245,12 @@ class Dedup(Step):
     kind: ClassVar[Literal["filter", "dedup"]] = "dedup"
     cluster_col: ClassVar[str]
     clusters_on_driver: ClassVar[bool] = False  # True: find_clusters, else mark
+    # The heading of a cluster stage's part of report.html (its figures, its examples).
+    title: ClassVar[str] = ""
+    # Whether the report shows a sample of the documents this stage removed beside the one each
+    # one's cluster kept (`examples[name]`): the job samples them, reads their texts in its
+    # data write, and `example_pairs` makes the pairs.
+    shows_pairs: ClassVar[bool] = False
     # Indexes of outputs already published (pipelines/prior.py), lent by the job for
     # `clean --against`: a row that duplicates one of their documents is removed, the prior
     # document always wins. Empty: the stage dedups within the batch only.
@@ -283,6 +290,22 @@ class Dedup(Step):
 
     def text_features(self) -> list[TextFeature]:
         """Features this stage needs from the text, computed in the read pass."""
+        return []
+
+    def signature_params(self) -> MinHashParams | None:
+        """The MinHash parameters of the signatures this stage reads from the read pass: a
+        dedup index keeps them, and a prior index must have been built with the same ones
+        (`clean --against`). None: the stage reads no signature."""
+        return None
+
+    def example_pairs(
+        self, picked: Sequence[ExamplePick], removed: Mapping[int, str], kept: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
+        """With `shows_pairs`: report.json's `examples[name]` from the sampled removed rows
+        `picked`, the texts of those rows (`removed`, by row id) and of their survivors
+        (`kept`, by doc_id). Each pair has `kept`, `removed` (doc_ids), `kept_text` and
+        `removed_text` (whole: the job cuts them for the page), and the figures the stage
+        adds; a stage may keep only some of them."""
         return []
 
     def mark(self, df: DataFrame) -> DataFrame:
@@ -325,6 +348,16 @@ class Dedup(Step):
         if AGAINST not in df.columns:
             return F.lit(None).cast("string")
         return F.when(F.col(STAGE) == F.lit(self.name), F.col(AGAINST))
+
+
+@dataclass(frozen=True)
+class ExamplePick:
+    """A row a dedup stage removed, sampled for the report: its row id, its doc_id and the
+    doc_id of the document its cluster kept."""
+
+    rid: int
+    doc_id: str
+    kept: str
 
 
 S = TypeVar("S", bound=type[Step])
@@ -456,6 +489,20 @@ class Pipeline:
     def text_features(self) -> list[TextFeature]:
         """The features the enabled dedup stages need from the text, in stage order."""
         return [x for d in self.dedups if d.enabled for x in d.text_features()]
+
+    def signature_params(self) -> MinHashParams | None:
+        """The MinHash parameters of the enabled stage that reads signatures (near-dedup),
+        which the run's dedup index keeps; None when no such stage runs."""
+        for step in self.dedups:
+            params = step.signature_params() if step.enabled else None
+            if params is not None:
+                return params
+        return None
+
+    def dedup_sections(self) -> list[str]:
+        """The config sections of the listed dedup stages: with `columns`, `input` and
+        `stages`, all a dedup index's content depends on."""
+        return [step.section_name() for step in self.dedups]
 
     def check(self, fields: Mapping[str, DataType]) -> tuple[Step, str] | None:
         """The first enabled stage that cannot run on these input columns, and why."""

@@ -44,12 +44,12 @@ MINHASH = "_minhash"
 BANDS = "_bands"
 SHINGLES = "_shingles"
 SIZE = "__size"
-# clean: JSON Lines input (jobs/inputs.py): the raw line, its file, why it is not a document
+# clean: JSON Lines input (jobs/inputs/files.py): the raw line, its file, why it is not a document
 CORRUPT = "_corrupt_record"
 RAW_LINE = "_raw_line"
 SOURCE_FILE = "_source_file"
 BAD_LINE = "_bad_line"
-# clean: the audit's helper columns on the staged output (jobs/quality.py)
+# clean: the audit's helper columns on the staged output (jobs/audit/quality.py)
 AUDIT_COLUMNS = ("_dup_doc_id", "_bad_char_ratio", "_removed_in", "_text_checks")
 # Spark's hidden file-metadata column: a user column of this name hides it.
 METADATA = "_metadata"

@@ -19,6 +19,7 @@ the same edges, estimates (the same float arithmetic) and clusters.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -45,6 +46,7 @@ from pyspark.sql.types import (
 from corpusclean.pipelines.arrowbuf import value_buffers
 from corpusclean.pipelines.base import (
     Dedup,
+    ExamplePick,
     KeepRule,
     StageRun,
     StepParams,
@@ -66,6 +68,7 @@ from corpusclean.pipelines.dedup import survivor_order
 from corpusclean.pipelines.minhash import (
     MinHashParams,
     band_hashes,
+    exact_jaccard,
     optimal_bands,
     pair_jaccards,
     signatures,
@@ -538,6 +541,38 @@ def pair_codes(src: np.ndarray, dst: np.ndarray, nodes: np.ndarray) -> np.ndarra
     return np.searchsorted(nodes, src).astype(np.int64) * n + np.searchsorted(nodes, dst)
 
 
+# Near-duplicate pairs the report shows per similarity band.
+EXAMPLES_PER_BAND = 3
+
+
+def similarity_band(jaccard: float | None, threshold: float) -> str:
+    """The band a pair's Jaccard falls in: 0.95 and up, 0.90, 0.85, the threshold to 0.85,
+    and below the threshold (a pair removed through a chain of closer pairs)."""
+    if jaccard is None:
+        return "unknown"
+    for lo in (0.95, 0.9, 0.85):
+        if jaccard >= lo and lo > threshold:
+            return f"≥ {lo:.2f}"
+    if jaccard >= threshold:
+        return f"{threshold:.2f} – {max(threshold, 0.85):.2f}"
+    return f"< {threshold:.2f} (chained)"
+
+
+def pick_by_band(
+    pairs: list[dict[str, Any]], threshold: float, per_band: int
+) -> list[dict[str, Any]]:
+    """At most `per_band` pairs per similarity band, each with its `band`, most similar
+    first (pairs come in a fixed order, so the choice is the same on every run)."""
+    chosen: list[dict[str, Any]] = []
+    seen: Counter[str] = Counter()
+    for pair in pairs:
+        band = similarity_band(pair.get("jaccard"), threshold)
+        if seen[band] < per_band:
+            seen[band] += 1
+            chosen.append({**pair, "band": band})
+    return sorted(chosen, key=lambda p: (-(p["jaccard"] or -1.0), str(p["removed"])))
+
+
 class NearDedupParams(StepParams):
     """`near_dedup:` — every near-dedup parameter, threshold included, in one model.
 
@@ -712,10 +747,38 @@ class NearDedup(Dedup):
     params: NearDedupParams
     cluster_col = NEAR_CLUSTER
     clusters_on_driver = True
+    title = "Near-dedup"
+    shows_pairs = True
     _cross: _Cross | None = None
 
     def text_features(self) -> list[TextFeature]:
         return [MinHashFeature(self.params.minhash)]
+
+    def signature_params(self) -> MinHashParams:
+        return self.params.minhash
+
+    def example_pairs(
+        self, picked: Sequence[ExamplePick], removed: Mapping[int, str], kept: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
+        """Each sampled removed document beside its cluster's survivor, with their exact
+        Jaccard on this stage's shingles (`jaccard`) and its similarity band (`band`); a few
+        per band (`EXAMPLES_PER_BAND`), most similar first."""
+        pairs = []
+        for pick in picked:
+            removed_text, kept_text = removed.get(pick.rid), kept.get(pick.kept)
+            jaccard = None
+            if removed_text is not None and kept_text is not None:
+                jaccard = round(exact_jaccard(kept_text, removed_text, self.params.minhash), 4)
+            pairs.append(
+                {
+                    "kept": pick.kept,
+                    "removed": pick.doc_id,
+                    "jaccard": jaccard,
+                    "kept_text": kept_text,
+                    "removed_text": removed_text,
+                }
+            )
+        return pick_by_band(pairs, self.params.threshold, EXAMPLES_PER_BAND)
 
     def find_clusters(
         self, candidates: DataFrame, run: StageRun

@@ -1,6 +1,6 @@
 """Dedup against what is already published: matches of the live rows in prior dedup indexes.
 
-A prior index (jobs/dedup_index.py writes and opens them) holds, for every document of an
+A prior index (jobs/outputs/dedup_index.py writes and opens them) holds, for every document of an
 earlier output, its doc_id, its normalised-content hash, its MinHash signature and its LSH band
 keys. A dedup stage given prior indexes removes every live row that duplicates a prior document
 (the prior always wins: it may already be in a training run) and records the prior's doc_id and
@@ -37,7 +37,7 @@ from corpusclean.pipelines.columns import (
 # Prior nodes: -1 - (index order << 48 | ix). An index's `ix` is its run's row id, far below
 # 2^48 (Spark's monotonically increasing ids are partition << 33 | row).
 _ORDER_SHIFT = 48
-# The columns of an index's docs/ and bands/ folders (jobs/dedup_index.py).
+# The columns of an index's docs/ and bands/ folders (jobs/outputs/dedup_index.py).
 IX, DOC_ID, HASH, SIG, BAND, KEY = "ix", "doc_id", "hash", "sig", "band", "key"
 
 

@@ -1,7 +1,7 @@
 """WebDataset shards, the pure part: sample payloads, the shard order, keys, tar headers, cuts.
 
 Nothing here touches the filesystem; the tar writer, the write tasks and pack's commit protocol
-that use these are `corpusclean.jobs.pack_io`. What is here:
+that use these are `corpusclean.jobs.shards.pack_io`. What is here:
 
 * Spark steps that add the bytes a document contributes to a shard (`add_shard_payload`) and,
   with shuffle on, its place in the shard order (`add_shuffle_order`: a seeded hash of the
@@ -56,7 +56,7 @@ JSON_OPTIONS = {
 # bytes of padding; each document is charged its share of that worst case, so a shard of
 # whole samples never outgrows the estimate. Its last sample may hold fewer documents (less
 # charged), hence the same worst case held back from a unit's capacity
-# (`corpusclean.jobs.pack_io`).
+# (`corpusclean.jobs.shards.pack_io`).
 SAMPLE_OVERHEAD = 2 * BLOCK - 1
 
 _KEY_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"

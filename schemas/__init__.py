@@ -27,12 +27,30 @@ def raw_docs_required(id_col: str = "doc_id", text_col: str = "text") -> StructT
     )
 
 
+# The columns the output contract adds (README, "Output of clean"), named once: every writer,
+# reader and suite of these folders takes the names from here.
+# duplicates/: one row per member of a duplicate group.
+DOC_ID = "doc_id"
+CLUSTER_ID = "cluster_id"
+DUP_STAGE = "stage"  # the dedup stage that grouped it: doc_id | exact | near
+KEPT = "kept"
+AGAINST = "against"  # the prior index a row duplicates (`clean --against`), null within the batch
+# rejected/: the input's columns, then why and by which stage; bad JSON lines say where.
+REJECT_REASON = "reject_reason"
+REJECT_STAGE = "reject_stage"
+SOURCE_FILE = "source_file"
+SOURCE_LINE = "source_line"
+RAW_LINE = "raw_line"
+# Names the output contract adds next to the input's columns: an input column of such a name
+# would clash with them in rejected/ or duplicates/.
+OUTPUT_COLUMNS = frozenset({REJECT_REASON, REJECT_STAGE, SOURCE_FILE, SOURCE_LINE, RAW_LINE})
+
 DUPLICATES = StructType(
     [
-        StructField("doc_id", StringType(), nullable=False),
-        StructField("cluster_id", StringType(), nullable=False),
-        StructField("stage", StringType(), nullable=False),  # the dedup stage's name
-        StructField("kept", BooleanType(), nullable=False),
+        StructField(DOC_ID, StringType(), nullable=False),
+        StructField(CLUSTER_ID, StringType(), nullable=False),
+        StructField(DUP_STAGE, StringType(), nullable=False),
+        StructField(KEPT, BooleanType(), nullable=False),
     ]
 )
 

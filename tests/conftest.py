@@ -64,7 +64,7 @@ def viewed_run(spark, tmp_path_factory) -> tuple[Path, Path, dict]:
     import json
 
     from corpusclean.jobs import clean
-    from corpusclean.jobs.sample import generate
+    from corpusclean.jobs.samples.dedup import generate
 
     root = tmp_path_factory.mktemp("views")
     raw = root / "raw"

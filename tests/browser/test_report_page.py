@@ -138,7 +138,7 @@ def test_the_bench_page_renders_its_chart_and_tables(tmp_path: Path) -> None:
     import numpy as np
     from PIL import Image
 
-    from corpusclean.jobs.bench_page import render_bench_html
+    from corpusclean.jobs.loadbench.page import render_bench_html
 
     page = tmp_path / "bench.html"
     page.write_text(render_bench_html(_bench_report()))

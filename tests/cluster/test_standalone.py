@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from corpusclean.jobs.sample import generate
+from corpusclean.jobs.samples.dedup import generate
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
@@ -57,7 +57,7 @@ SMALL = [
     "--conf",
     "spark.sql.shuffle.partitions=8",
     # Every JVM of these runs is short and its data small: C1 alone spares the two cores the
-    # optimising compiler's work (as a local run on a small input does, jobs/session.py).
+    # optimising compiler's work (as a local run on a small input does, jobs/runtime/session.py).
     "--conf",
     "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
     "--conf",

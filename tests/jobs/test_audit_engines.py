@@ -13,9 +13,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from corpusclean.jobs import expectations as native
-from corpusclean.jobs import quality
-from corpusclean.jobs.quality import audit_clean_output, precomputed_frame, run_suite
+from corpusclean.jobs.audit import expectations as native
+from corpusclean.jobs.audit import quality
+from corpusclean.jobs.audit.quality import audit_clean_output, precomputed_frame, run_suite
 from corpusclean.pipelines.content import bad_char_counts, content_hashes
 
 pytestmark = [pytest.mark.spark]

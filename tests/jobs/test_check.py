@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import check
-from corpusclean.jobs.quality import audit_clean_output, run_suite
+from corpusclean.jobs.audit.quality import audit_clean_output, run_suite
 
 pytestmark = [pytest.mark.spark, pytest.mark.gx]
 

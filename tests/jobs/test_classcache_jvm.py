@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from corpusclean.jobs.classcache import MAGIC, SETTLE_S
+from corpusclean.jobs.runtime.classcache import MAGIC, SETTLE_S
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 RUN = """
 import sys
 import time
-from corpusclean.jobs.session import build_session
+from corpusclean.jobs.runtime.session import build_session
 # The interpreter stands for a small input: the JVM also gets C1 alone (QUICK_JIT).
 spark = build_session(
     "classcache-test", {"spark.driver.extraJavaOptions": sys.argv[1]}, [sys.executable]

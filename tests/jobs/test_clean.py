@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.sample import generate, read_truth
+from corpusclean.jobs.samples.dedup import generate, read_truth
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -321,7 +321,7 @@ def test_disk_full_is_one_line_and_keeps_the_previous_output(
 def test_the_audit_reads_the_read_pass_values_and_judges_as_check_does(spark, tmp_path) -> None:
     """clean's audit takes the hash and bad-character checks' values from the read pass; on
     the published output, the suite run from the text gives the same records."""
-    from corpusclean.jobs.quality import audit_clean_output
+    from corpusclean.jobs.audit.quality import audit_clean_output
 
     words = "the quick brown fox jumps over the lazy dog while the sun sets slowly " * 3
     texts = [f"document {i}: {words} {i * 31}" for i in range(60)]

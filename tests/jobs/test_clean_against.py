@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean, index
-from corpusclean.jobs.config import load_clean_config
-from corpusclean.jobs.sample import generate
+from corpusclean.jobs.runtime.config import load_clean_config
+from corpusclean.jobs.samples.dedup import generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 

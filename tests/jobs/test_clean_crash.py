@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.publish import check_output
-from corpusclean.jobs.sample import generate
+from corpusclean.jobs.outputs.publish import check_output
+from corpusclean.jobs.samples.dedup import generate
 from corpusclean.testhook import ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -185,7 +185,7 @@ def test_concurrent_runs_one_is_refused(corpora, tmp_path: Path) -> None:
 
 
 def test_an_output_holding_foreign_files_is_refused_before_spark(tmp_path: Path) -> None:
-    from corpusclean.jobs.publish import Publisher
+    from corpusclean.jobs.outputs.publish import Publisher
 
     out = tmp_path / "clean"
     p = Publisher(out, "clean")

@@ -2,8 +2,8 @@
 
 Pins what `clean` writes today to data/, duplicates/ and rejected/ for a fixed input under a few
 configs, so a refactor of the job that changes any output row, row count or column fails here.
-The input is built in the test: `corpusclean.jobs.sample.generate` (3,000 docs, fixed seed; it
-plants doc_id, exact and near duplicates and junk), a nullable integer column `score`, and
+The input is built in the test: `corpusclean.jobs.samples.dedup.generate` (3,000 docs, fixed seed;
+it plants doc_id, exact and near duplicates and junk), a nullable integer column `score`, and
 hand-written rows that hit every row rule. Each config is one in-process run of `clean.main`.
 
 Each output table is reduced to its row count, its column types and a sha256 over its rows: every
@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.sample import generate
+from corpusclean.jobs.samples.dedup import generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 

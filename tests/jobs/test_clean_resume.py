@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.sample import generate
+from corpusclean.jobs.samples.dedup import generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 

@@ -10,7 +10,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.sample import generate, read_truth
+from corpusclean.jobs.samples.dedup import generate, read_truth
 from corpusclean.pipelines.minhash import exact_jaccard
 from corpusclean.pipelines.near_dedup import NearDedupParams
 

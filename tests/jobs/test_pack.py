@@ -19,8 +19,8 @@ import webdataset as wds
 import yaml
 
 from corpusclean.jobs import pack as pack_job
-from corpusclean.jobs import pack_io as W
 from corpusclean.jobs.pack import main
+from corpusclean.jobs.shards import pack_io as W
 from corpusclean.pipelines import shards as S
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -712,7 +712,7 @@ def test_overwrite_publish_cut_between_renames_is_completed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without renameat2 the swap is two renames; a crash between them is repaired."""
-    from corpusclean.jobs import pack_staging
+    from corpusclean.jobs.shards import staging as pack_staging
 
     out = tmp_path / "out"
     shutil.copytree(packed, out)

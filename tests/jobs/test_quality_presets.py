@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.websample import _ZH, generate_web
+from corpusclean.jobs.samples.web import _ZH, generate_web
 from corpusclean.pipelines.base import load_steps
 from corpusclean.pipelines.columns import score_column
 

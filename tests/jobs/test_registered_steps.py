@@ -20,7 +20,7 @@ from pyspark.sql import Column
 from pyspark.sql.types import StringType, StructField, StructType
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.sample import generate
+from corpusclean.jobs.samples.dedup import generate
 from corpusclean.pipelines.base import Filter, StepParams, register, unregister
 from corpusclean.pipelines.columns import score_column
 
@@ -182,7 +182,7 @@ def test_an_unknown_stage_is_refused_in_one_line_before_spark(
 
 
 def test_only_enabled_scorers_and_features_join_the_read_pass(registered) -> None:
-    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.jobs.runtime.config import load_clean_config
     from corpusclean.pipelines.content import ReadPass
 
     stages = "stages=[rules, shouting, max_line_length, doc_id, exact, near]"

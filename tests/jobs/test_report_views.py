@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 
-from corpusclean.jobs import report_cli
-from corpusclean.jobs.report_data import cut
+from corpusclean.jobs import report as report_command
+from corpusclean.jobs.reports.data import cut
 from corpusclean.pipelines.minhash import MinHashParams, exact_jaccard
 from corpusclean.pipelines.profile import LENGTH_EDGES
 
@@ -160,7 +160,7 @@ def test_report_renders_an_older_output_again_without_touching_its_report_json(
     (old / "report.json").write_text(json.dumps(report))
     (old / "report.html").write_text("<html>old</html>")
     before = hashlib.sha256((old / "report.json").read_bytes()).hexdigest()
-    assert report_cli.main([str(old)]) == 0
+    assert report_command.main([str(old)]) == 0
     page = (old / "report.html").read_text()
     assert hashlib.sha256((old / "report.json").read_bytes()).hexdigest() == before
     # From the files: cluster sizes, the largest clusters, exact duplicates, rejected rows.
@@ -171,7 +171,7 @@ def test_report_renders_an_older_output_again_without_touching_its_report_json(
     assert "class='pair'" not in page
     # The same page twice: the same bytes.
     again = tmp_path / "again.html"
-    assert report_cli.main([str(old), "--output", str(again)]) == 0
+    assert report_command.main([str(old), "--output", str(again)]) == 0
     assert again.read_bytes() == (old / "report.html").read_bytes()
 
 
@@ -187,7 +187,7 @@ def test_report_renders_an_older_output_again_without_touching_its_report_json(
 def test_report_of_something_else_is_one_line_and_exit_1(tmp_path: Path, capsys, make, needle):
     target = tmp_path / "x"
     make(target)
-    assert report_cli.main([str(target)]) == 1
+    assert report_command.main([str(target)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert not (target / "report.html").exists()

@@ -1,4 +1,5 @@
-"""Independent Spark actions side by side (jobs/session.py `run_together`), as clean's writes."""
+"""Independent Spark actions side by side (jobs/runtime/session.py `run_together`), as clean's
+writes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from corpusclean.jobs.session import count_jobs, run_together
+from corpusclean.jobs.runtime.session import count_jobs, run_together
 
 pytestmark = pytest.mark.spark
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from corpusclean.jobs import atomic
-from corpusclean.jobs.atomic import (
+from corpusclean.jobs.runtime import atomic
+from corpusclean.jobs.runtime.atomic import (
     is_temp_of,
     replacing,
     temp_name,

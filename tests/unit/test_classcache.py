@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from corpusclean.jobs import classcache
-from corpusclean.jobs.classcache import OPTIONS, java_binary, java_option, usable
+from corpusclean.jobs.runtime import classcache
+from corpusclean.jobs.runtime.classcache import OPTIONS, java_binary, java_option, usable
 
 OLD = time.time() - 120  # a recording whose JVM is long done writing
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from corpusclean.jobs.config import (
+from corpusclean.errors import ConfigError
+from corpusclean.jobs.runtime.config import (
     CleanConfig,
     dump_config,
     load_clean_config,
     load_config,
     parse_override,
 )
-from corpusclean.jobs.errors import ConfigError
 
 
 def test_defaults_match_the_design() -> None:
@@ -270,7 +270,7 @@ def test_a_run_without_quality_filters_never_imports_their_kernels() -> None:
 
     code = (
         "import sys\n"
-        "from corpusclean.jobs.config import load_clean_config\n"
+        "from corpusclean.jobs.runtime.config import load_clean_config\n"
         "load_clean_config()\n"
         "heavy = ['numba', 'corpusclean.pipelines.heuristics', 'corpusclean.pipelines.langid']\n"
         "print([m for m in heavy if m in sys.modules])\n"

@@ -103,7 +103,7 @@ def test_read_pass_counts_bad_characters_of_live_rows_only() -> None:
 
 def test_refused_rows_keep_their_text_in_the_columns_order_the_schema_gives() -> None:
     """Spark reads a pass's columns by position: the batch's names must be the schema's."""
-    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.jobs.runtime.config import load_clean_config
 
     texts = ["fine text here", "tiny", None, "another kept one", "refused by a scorer " * 3]
     batch = pa.RecordBatch.from_pydict(
@@ -132,7 +132,7 @@ def test_refused_rows_keep_their_text_in_the_columns_order_the_schema_gives() ->
 def test_scorers_see_a_large_batch_in_slices_with_the_same_result(monkeypatch) -> None:
     """The scorers take a batch a slice of text at a time; scores, reasons and the rows a
     later scorer leaves unscored (rejected by an earlier one) come out as from one piece."""
-    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.jobs.runtime.config import load_clean_config
     from corpusclean.pipelines import content
 
     rng = random.Random(7)
@@ -172,7 +172,7 @@ def test_survivors_taken_out_keep_their_decoding_and_score_as_decoded_afresh(mon
     """Once a quarter of a slice is rejected, the survivors are copied out for the scorers
     left with their decoded text carried along (`heuristics.carry`): the batch is decoded once,
     and every score and reason is what decoding the survivors afresh gives."""
-    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.jobs.runtime.config import load_clean_config
     from corpusclean.pipelines import heuristics
 
     rng = random.Random(3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import yaml
 
-from corpusclean.jobs.dataset_card import config_name, features, render
+from corpusclean.jobs.shards.card import config_name, features, render
 
 SCHEMA = pa.schema(
     [

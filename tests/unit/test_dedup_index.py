@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from corpusclean.jobs.dedup_index import (
+from corpusclean.errors import InputError
+from corpusclean.jobs.outputs.dedup_index import (
     CONTENT_HASH_VERSION,
     FORMAT,
     MINHASH_KERNEL_VERSION,
@@ -17,7 +18,6 @@ from corpusclean.jobs.dedup_index import (
     mismatch,
     read_params,
 )
-from corpusclean.jobs.errors import InputError
 from corpusclean.pipelines.minhash import MinHashParams
 from corpusclean.pipelines.prior import prior_node
 

@@ -10,9 +10,9 @@ from importlib import resources
 
 import pytest
 
-from corpusclean.jobs import expectations as native
-from corpusclean.jobs import quality
-from corpusclean.jobs.errors import ConfigError
+from corpusclean.errors import ConfigError
+from corpusclean.jobs.audit import expectations as native
+from corpusclean.jobs.audit import quality
 
 
 def _types_in_shipped_suites() -> set[str]:
@@ -205,7 +205,8 @@ def test_the_spark_engine_path_never_imports_great_expectations() -> None:
     # A fresh interpreter: this test session may have imported GX already.
     code = (
         "import sys\n"
-        "from corpusclean.jobs import check, clean, expectations, quality\n"
+        "from corpusclean.jobs import check, clean\n"
+        "from corpusclean.jobs.audit import expectations, quality\n"
         "suite = quality.load_suite('clean_docs', 'spark')\n"
         "frame = quality.missing_frame({'url': 0.9})\n"
         "table = {str(c): frame[c].tolist() for c in frame.columns}\n"

@@ -1,4 +1,5 @@
-"""Known failure causes become one-line job errors (jobs/failures.py, jobs/runner.py)."""
+"""Known failure causes become one-line job errors (jobs/runtime/failures.py,
+jobs/runtime/runner.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import os
 
 import pytest
 
-from corpusclean.jobs.errors import CorpusCleanError
-from corpusclean.jobs.failures import disk_full, known_failure
-from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.errors import CorpusCleanError
+from corpusclean.jobs.runtime.failures import disk_full, known_failure
+from corpusclean.jobs.runtime.runner import new_parser, run_job
 
 JAVA_TEXT = (
     "An error occurred while calling o91.parquet.\n"

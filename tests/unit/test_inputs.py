@@ -1,4 +1,4 @@
-"""jobs/inputs.py without Spark: paths, footers, checksums, line numbers."""
+"""jobs/inputs/files.py without Spark: paths, footers, checksums, line numbers."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpusclean.jobs.errors import InputError
-from corpusclean.jobs.inputs import (
+from corpusclean.errors import InputError
+from corpusclean.jobs.inputs.files import (
     explain_read_error,
     hadoop_escape,
     line_numbers,
     local_path,
     plan_input,
 )
-from corpusclean.jobs.paths import local_files
+from corpusclean.jobs.inputs.paths import local_files
 from corpusclean.pipelines.columns import CLEAN_RESERVED, PACK_RESERVED, quoted
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from corpusclean.jobs.junit import write_junit
+from corpusclean.jobs.audit.junit import write_junit
 
 
 def _record(name: str, status: str, severity: str = "critical", **extra: object) -> dict:

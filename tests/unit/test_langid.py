@@ -298,7 +298,7 @@ def test_an_input_lang_column_is_refused_unless_the_stage_names_its_own() -> Non
     way out; with its columns named otherwise both are kept."""
     from pyspark.sql.types import DoubleType, StringType
 
-    from corpusclean.jobs.config import load_clean_config
+    from corpusclean.jobs.runtime.config import load_clean_config
 
     fields = {"doc_id": StringType(), "text": StringType(), "lang": StringType()}
     pipe = load_clean_config("fineweb").pipeline()

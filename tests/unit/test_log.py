@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from corpusclean.jobs import log
-from corpusclean.jobs.console import console_progress
-from corpusclean.jobs.runner import new_parser, run_job
+from corpusclean.jobs.runtime import log
+from corpusclean.jobs.runtime.console import console_progress
+from corpusclean.jobs.runtime.runner import new_parser, run_job
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""The tar shard writer and pack's write tasks (`corpusclean.jobs.pack_io`), on local files."""
+"""The tar shard writer and pack's write tasks (`corpusclean.jobs.shards.pack_io`), on local
+files."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from corpusclean.jobs import pack_io as W
-from corpusclean.jobs.shardcheck import HashingReader, file_sha256, read_samples
+from corpusclean.jobs.shards import pack_io as W
+from corpusclean.jobs.shards.integrity import HashingReader, file_sha256, read_samples
 from corpusclean.pipelines import shards as S
 
 

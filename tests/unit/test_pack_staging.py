@@ -1,4 +1,4 @@
-"""The staging folders of `pack --overwrite` (jobs/pack_staging.py), without Spark."""
+"""The staging folders of `pack --overwrite` (jobs/shards/staging.py), without Spark."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from corpusclean.jobs.errors import InputError
-from corpusclean.jobs.pack_staging import open_staging, runs_dir
+from corpusclean.errors import InputError
+from corpusclean.jobs.shards.staging import open_staging, runs_dir
 
 
 def _staging(out: Path, run_id: str, fp: str, pid: int, finished: bool = False) -> Path:

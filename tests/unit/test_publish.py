@@ -14,10 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from corpusclean.jobs import publish as pub
-from corpusclean.jobs.errors import CorpusCleanError, InputError
-from corpusclean.jobs.paths import check_output_vs_input, detect_format
-from corpusclean.jobs.publish import Publisher
+from corpusclean.errors import CorpusCleanError, InputError
+from corpusclean.jobs.inputs.paths import check_output_vs_input, detect_format
+from corpusclean.jobs.outputs import publish as pub
+from corpusclean.jobs.outputs.publish import Publisher
 from corpusclean.testhook import ENV
 
 
@@ -132,7 +132,7 @@ def _crash_after_prepare(out: Path) -> str:
     """A run that takes the lock, creates its staging and dies by SIGKILL (no cleanup at all)."""
     code = (
         "import os, signal, sys\n"
-        "from corpusclean.jobs.publish import Publisher\n"
+        "from corpusclean.jobs.outputs.publish import Publisher\n"
         "p = Publisher(sys.argv[1], 'clean')\n"
         "(p.prepare() / 'data').mkdir()\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -330,7 +330,7 @@ def test_sigkill_while_publishing_leaves_one_complete_output(tmp_path: Path, poi
     hold.mkdir()
     code = (
         "import sys\n"
-        "from corpusclean.jobs.publish import Publisher\n"
+        "from corpusclean.jobs.outputs.publish import Publisher\n"
         "p = Publisher(sys.argv[1], 'clean')\n"
         "(p.prepare() / 'data').mkdir()\n"
         "(p.staging / 'data' / 'part.txt').write_text('two')\n"

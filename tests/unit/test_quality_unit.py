@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from corpusclean.jobs import check, quality
-from corpusclean.jobs.errors import ConfigError, InputError
+from corpusclean.errors import ConfigError, InputError
+from corpusclean.jobs import check
+from corpusclean.jobs.audit import quality
 
 SHIPPED = ("clean_docs", "raw_docs")
 

@@ -1,4 +1,4 @@
-"""The report's previews read a handful of texts from an output's files (jobs/report_data.py)."""
+"""The report's previews read a handful of texts from an output's files (jobs/reports/data.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpusclean.jobs.report_data import fetch_rows
+from corpusclean.jobs.reports.data import fetch_rows
 
 
 def _output(tmp_path: Path) -> Path:
@@ -38,7 +38,7 @@ _PEAK = """
 import json, os, sys
 from pathlib import Path
 import pyarrow as pa
-from corpusclean.jobs import report_data
+from corpusclean.jobs.reports import data as report_data
 out = Path(sys.argv[1])
 texts = report_data.fetch_rows(out / "data", "doc_id", {"d00007", "d11990"}, ["text"])
 views = report_data.rejected(out, "doc_id", "text")

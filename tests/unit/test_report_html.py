@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from corpusclean.jobs.report import _number, render_html, status_word
+from corpusclean.jobs.reports.page import _number, render_html, status_word
 
 
 def _report() -> dict:

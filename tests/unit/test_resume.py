@@ -13,8 +13,8 @@ from typing import Any
 import psutil
 import pytest
 
-from corpusclean.jobs.publish import Publisher
-from corpusclean.jobs.resume import (
+from corpusclean.jobs.outputs.publish import Publisher
+from corpusclean.jobs.outputs.resume import (
     Checkpoints,
     difference,
     frame_done,

@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from corpusclean.jobs import runlock
-from corpusclean.jobs.runlock import LockedError, RunLock, owner_alive
+from corpusclean.jobs.outputs import lock as runlock
+from corpusclean.jobs.outputs.lock import LockedError, RunLock, owner_alive
 
 
 def _lock(path: Path, run_id: str = "r1") -> RunLock:
@@ -45,7 +45,7 @@ def test_the_kernel_releases_the_lock_of_a_killed_process(tmp_path: Path, capsys
     path = tmp_path / ".x.lock"
     code = (
         "import os, signal, sys\n"
-        "from corpusclean.jobs.runlock import RunLock\n"
+        "from corpusclean.jobs.outputs.lock import RunLock\n"
         "RunLock(sys.argv[1], 'clean', 'dead', 'output /x').acquire()\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )

@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from corpusclean.jobs.errors import InputError
-from corpusclean.jobs.sample import TRUTH_FILE, generate, read_truth
+from corpusclean.errors import InputError
+from corpusclean.jobs.samples.dedup import TRUTH_FILE, generate, read_truth
 
 
 def _digest(folder: Path) -> str:

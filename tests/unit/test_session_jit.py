@@ -1,4 +1,4 @@
-"""The driver JVM's JIT choice for a local run (jobs/session.py: `with_quick_jit`)."""
+"""The driver JVM's JIT choice for a local run (jobs/runtime/session.py: `with_quick_jit`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from corpusclean.jobs.classcache import OPTIONS
-from corpusclean.jobs.session import (
+from corpusclean.jobs.runtime.classcache import OPTIONS
+from corpusclean.jobs.runtime.session import (
     QUICK_JIT,
     SMALL_INPUT_BYTES,
     input_bytes,

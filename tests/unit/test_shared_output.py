@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from corpusclean.jobs.errors import InputError
-from corpusclean.jobs.session import check_shared_output
+from corpusclean.errors import InputError
+from corpusclean.jobs.runtime.session import check_shared_output
 
 
 class _FakeRDD:

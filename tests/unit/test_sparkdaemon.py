@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from corpusclean.jobs.session import read_properties
+from corpusclean.jobs.runtime.session import read_properties
 from corpusclean.sparkdaemon import prefer_installed
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from corpusclean.errors import InputError
 from corpusclean.jobs import submit
-from corpusclean.jobs.errors import InputError
-from corpusclean.jobs.masterstatus import Ask, check_fit, preflight, size_mb
+from corpusclean.jobs.runtime.masterstatus import Ask, check_fit, preflight, size_mb
 
 IMPORT_ALL = Path(__file__).parents[1] / "import_all.py"
 

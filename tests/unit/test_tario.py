@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import webdataset as wds
 
-from corpusclean.jobs import tario
+from corpusclean.jobs.shards import tario
 
 
 def _tar(members: list[tuple[str, bytes]], fmt: int = tarfile.PAX_FORMAT, **extra) -> bytes:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from corpusclean.jobs import throughput as tp
+from corpusclean.jobs.loadbench import throughput as tp
 
 
 def test_seed_example_70b_on_8_a100_at_3000_tokens_is_about_half_mfu():

@@ -1,0 +1,1 @@
+"""Data-quality suites (GX JSON) on Spark, and their JUnit form."""

@@ -1,0 +1,1 @@
+"""What a job is given: paths, input files, reading and checking them."""

@@ -1,0 +1,1 @@
+"""`bench`'s measurements: storage, loaders, throughput, its page."""

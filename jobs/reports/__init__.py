@@ -1,0 +1,1 @@
+"""report.json and report.html: the views, the page, its charts."""

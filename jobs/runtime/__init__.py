@@ -1,0 +1,1 @@
+"""How a job runs: config, the Spark session, logging, the runner, errors' exits."""

@@ -1,0 +1,1 @@
+"""Generated corpora for the demo, the tests and the benchmarks."""
