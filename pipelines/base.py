@@ -6,9 +6,12 @@ one class registered here, with its parameters in its own config section:
 - a **filter** rejects rows. It gives either a Spark `Column` expression that is the reject
   reason (`reason()`: null keeps the row), or an Arrow batch scorer (`score()`:
   `pa.RecordBatch -> score columns`) plus a keep rule over those scores (`verdict()`: the reason
-  per row, null to keep). Expression filters need nothing from Python; scorers all run inside
-  the one `mapInArrow` read pass that also computes the dedup features, so the text crosses to
-  Python once however many scorers are on.
+  per row, null to keep). A scorer's keep rule is usually a list of rules checked in order
+  (`keep_rules()`: `Bound`s on one score each, `Check`s for the rest), written once: the
+  verdict and the bounds the report sets each score against (`bounds()`) both come from it.
+  Expression filters need nothing from Python; scorers all run inside the one `mapInArrow`
+  read pass that also computes the dedup features, so the text crosses to Python once however
+  many scorers are on.
 - a **dedup stage** removes all but one member of each duplicate group, choosing the survivor
   by its `keep` policy. A *window* stage marks losers with a pure frame transformation over
   the narrow frame (`mark()`: consecutive window stages are computed in one write); a
@@ -32,11 +35,12 @@ import importlib
 import pkgutil
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Annotated, Any, ClassVar, Literal, Protocol, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyspark.sql.functions as F
 from pydantic import AfterValidator, BaseModel, ConfigDict
@@ -166,11 +170,102 @@ class Step(ABC):
         return {}
 
 
+class ScoreValues(Mapping[str, np.ndarray]):
+    """One batch's score columns as a keep rule reads them: `values[name]` is the column as
+    float64 numpy, NaN where the score is null, converted once however many rules read it.
+    `arrays` holds the columns as `score()` gave them, for a rule over a score that is not a
+    number (a language code)."""
+
+    def __init__(self, arrays: Mapping[str, pa.Array]) -> None:
+        self.arrays = arrays
+        self._numpy: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._numpy:
+            column = self.arrays[name].to_numpy(zero_copy_only=False)
+            self._numpy[name] = np.asarray(column, dtype=np.float64)
+        return self._numpy[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.arrays)
+
+    def __len__(self) -> int:
+        return len(self.arrays)
+
+    @property
+    def rows(self) -> int:
+        """The rows of the batch."""
+        return len(next(iter(self.arrays.values()), ()))
+
+
+# A row mask over a batch's scores: True where the row breaks the rule (`Check.test`), or
+# where a `Bound` does not apply to it (`Bound.unless`).
+RowMask = Callable[[ScoreValues], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A keep rule that is a threshold on one score: a kept row's `score` is `>=` or `<=`
+    `value`; a row outside it is rejected with `reason`. `value` None turns the rule off.
+
+    A null score breaks no bound (a document the score is undefined for is judged by the other
+    rules, or by a `Check` of its own). Rows where `unless` holds are exempt (FineWeb's
+    `line_punct_exclude_zero`)."""
+
+    reason: str
+    score: str
+    op: Literal[">=", "<="]
+    value: float | None
+    unless: RowMask | None = None
+
+    def broken(self, values: ScoreValues) -> np.ndarray:
+        """The rows outside the bound, and not exempt (nothing when the rule is off)."""
+        if self.value is None:
+            return np.zeros(values.rows, dtype=bool)
+        score = values[self.score]
+        # NaN compares False either way: a null score stays inside.
+        out = score < self.value if self.op == ">=" else score > self.value
+        if self.unless is not None:
+            out &= ~self.unless(values)
+        return out
+
+
+@dataclass(frozen=True)
+class Check:
+    """A keep rule that is not a threshold on one score (a null score, an order between two
+    scores): `test` is True on the rows rejected with `reason`."""
+
+    reason: str
+    test: RowMask
+
+    def broken(self, values: ScoreValues) -> np.ndarray:
+        """The rows `test` rejects."""
+        return np.asarray(self.test(values), dtype=bool)
+
+
+Rule = Bound | Check
+
+
+def first_reason(rules: Sequence[tuple[str, np.ndarray]], n: int) -> pa.Array:
+    """Per row, the name of the first rule whose mask holds, null where none does (`rules` in
+    the order they are checked in: a filter's keep rules follow its reference implementation's
+    order, so a row breaking several gets the same reason)."""
+    codes = np.full(n, -1, dtype=np.int32)
+    for i in range(len(rules) - 1, -1, -1):
+        codes[rules[i][1]] = i
+    if not rules:
+        return pa.nulls(n, pa.string())
+    dictionary = pa.array([name for name, _ in rules], pa.string())
+    indices = pa.array(codes, mask=codes < 0, type=pa.int32())
+    return pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.string())
+
+
 class Filter(Step):
     """A stage that rejects rows, each with a reason.
 
-    Implement `reason()` (a Spark expression), or `score_fields()` + `score()` + `verdict()`
-    (an Arrow scorer, run in the read pass on the rows still in the corpus).
+    Implement `reason()` (a Spark expression), or `score_fields()` + `score()` and a keep rule:
+    `keep_rules()`, or `verdict()` for one they cannot say (an Arrow scorer, run in the read
+    pass on the rows still in the corpus).
     """
 
     kind: ClassVar[Literal["filter", "dedup"]] = "filter"
@@ -196,10 +291,20 @@ class Filter(Step):
                 )
         return None
 
+    def keep_rules(self) -> Sequence[Rule]:
+        """The keep rule over `score()`'s columns as rules checked in order: a row is rejected
+        with the reason of the first rule it breaks. Empty keeps every row."""
+        return []
+
     def bounds(self) -> list[tuple[str, str, float]]:
         """The keep rule's thresholds as (score column, `>=` or `<=`, bound): what a kept
-        document's score must satisfy (the report sets each score's distribution against it)."""
-        return []
+        document's score must satisfy (the report sets each score's distribution against it).
+        The default is every `Bound` of `keep_rules()` that is on, in order."""
+        return [
+            (rule.score, rule.op, float(rule.value))
+            for rule in self.keep_rules()
+            if isinstance(rule, Bound) and rule.value is not None
+        ]
 
     def reason(self) -> Column | None:
         """The reject reason of each row as a Spark expression (null keeps the row)."""
@@ -214,8 +319,15 @@ class Filter(Step):
         raise NotImplementedError(f"{type(self).__name__} has no Arrow scorer")
 
     def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        """The keep rule over `score()`'s columns: a reason string per row, null to keep."""
-        raise NotImplementedError(f"{type(self).__name__} has no keep rule")
+        """The keep rule over `score()`'s columns: a reason string per row, null to keep. The
+        default checks `keep_rules()`."""
+        values = ScoreValues(scores)
+        rules = [
+            (rule.reason, rule.broken(values))
+            for rule in self.keep_rules()
+            if not (isinstance(rule, Bound) and rule.value is None)
+        ]
+        return first_reason(rules, values.rows)
 
     @property
     def scores(self) -> bool:
