@@ -1531,32 +1531,3 @@ def patterns(words: list[str]) -> tuple[np.ndarray, np.ndarray]:
     off = np.zeros(len(words) + 1, dtype=np.int64)
     off[1:] = np.cumsum([len(w) for w in words])
     return np.array(flat or [0], dtype=np.uint32), off
-
-
-def score_arrays(names: list[str], matrix: np.ndarray, valid: np.ndarray) -> dict[str, pa.Array]:
-    """The columns of a kernel's (documents x scores) output as float64 arrays, null for the
-    documents that had no text."""
-    # A score that is undefined for a document (the mean length of no words) is null too:
-    # NaN would sort above every number in the report's quantiles and is not JSON.
-    return {
-        n: pa.array(matrix[:, i], mask=~valid | np.isnan(matrix[:, i]), type=pa.float64())
-        for i, n in enumerate(names)
-    }
-
-
-def values(scores: dict[str, pa.Array] | Any, name: str) -> np.ndarray:
-    """A score column as float64 numpy (NaN for null), for a keep rule."""
-    return np.asarray(scores[name].to_numpy(zero_copy_only=False), dtype=np.float64)
-
-
-def first_reason(rules: list[tuple[str, np.ndarray]], n: int) -> pa.Array:
-    """Per row, the name of the first rule whose condition holds, null where none does (the
-    order of `rules` is the order the reference implementation checks them in)."""
-    codes = np.full(n, -1, dtype=np.int32)
-    for i in range(len(rules) - 1, -1, -1):
-        codes[rules[i][1]] = i
-    if not rules:
-        return pa.nulls(n, pa.string())
-    dictionary = pa.array([name for name, _ in rules], pa.string())
-    indices = pa.array(codes, mask=codes < 0, type=pa.int32())
-    return pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.string())

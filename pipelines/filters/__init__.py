@@ -6,6 +6,7 @@ under `stages:` (pipelines/base.py). None of them runs unless listed.
 
 from types import ModuleType
 
+import numpy as np
 import pyarrow as pa
 
 from corpusclean.pipelines.base import Filter
@@ -18,6 +19,17 @@ def kernels() -> ModuleType:
     from corpusclean.pipelines import heuristics
 
     return heuristics
+
+
+def score_arrays(names: list[str], matrix: np.ndarray, valid: np.ndarray) -> dict[str, pa.Array]:
+    """The columns of a kernel's (documents x scores) output as float64 arrays, null for the
+    documents that had no text."""
+    # A score that is undefined for a document (the mean length of no words) is null too:
+    # NaN would sort above every number in the report's quantiles and is not JSON.
+    return {
+        n: pa.array(matrix[:, i], mask=~valid | np.isnan(matrix[:, i]), type=pa.float64())
+        for i, n in enumerate(names)
+    }
 
 
 class TextScorer(Filter):

@@ -12,15 +12,15 @@ rules decide only which lines count. The reasons are the reference implementatio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines.base import StepParams, register
+from corpusclean.pipelines.base import Bound, Check, Rule, ScoreValues, StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import TextScorer, kernels
+from corpusclean.pipelines.filters import TextScorer, kernels, score_arrays
 
 SENTENCES = score_column("c4_sentences")
 LOREM = score_column("c4_lorem_ipsum_line")
@@ -94,21 +94,22 @@ class C4Quality(TextScorer):
             p.min_words_per_line,
             p.max_word_length,
         )
-        return h.score_arrays(SCORES, out, text.valid)
+        return score_arrays(SCORES, out, text.valid)
 
-    def bounds(self) -> list[tuple[str, str, float]]:
-        if self.params.min_num_sentences < 0:
-            return []
-        return [(SENTENCES, ">=", float(self.params.min_num_sentences))]
-
-    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        h = kernels()
-        lorem = np.nan_to_num(h.values(scores, LOREM))
-        curly = np.nan_to_num(h.values(scores, CURLY))
-        sentences = h.values(scores, SENTENCES)
-        rules = [
-            ("lorem_ipsum", (lorem > 0) & ((curly == 0) | (lorem <= curly))),
-            ("curly_bracket", curly > 0),
-            ("too_few_sentences", sentences < self.params.min_num_sentences),
+    def keep_rules(self) -> Sequence[Rule]:
+        sentences = self.params.min_num_sentences
+        return [
+            Check("lorem_ipsum", _lorem_first),
+            Check("curly_bracket", lambda values: values[CURLY] > 0),
+            # A negative bound (-1) turns the rule off.
+            Bound("too_few_sentences", SENTENCES, ">=", sentences if sentences >= 0 else None),
         ]
-        return h.first_reason(rules, len(sentences))
+
+
+def _lorem_first(values: ScoreValues) -> np.ndarray:
+    """Pages whose first "lorem ipsum" line comes no later than their first curly-bracket
+    line, or that have no curly bracket: the reference checks each line for lorem ipsum, then
+    for a curly bracket, and stops at the first it finds."""
+    lorem = np.nan_to_num(values[LOREM])
+    curly = np.nan_to_num(values[CURLY])
+    return (lorem > 0) & ((curly == 0) | (lorem <= curly))

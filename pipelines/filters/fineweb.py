@@ -10,15 +10,15 @@ the reference implementation's (datatrove's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines.base import StepParams, register
+from corpusclean.pipelines.base import Bound, Check, Rule, ScoreValues, StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import TextScorer, kernels
+from corpusclean.pipelines.filters import TextScorer, kernels, score_arrays
 
 PUNCT = score_column("fineweb_line_punct_ratio")
 SHORT = score_column("fineweb_short_line_ratio")
@@ -59,27 +59,27 @@ class FineWebQuality(TextScorer):
             text.cps, text.cpo, toff, h.char_table(), self.params.short_line_length
         )
         # A page with no non-blank line has no ratios (NaN): null, like a row without text.
-        return h.score_arrays(SCORES, out, text.valid & ~np.isnan(out[:, 0]))
+        return score_arrays(SCORES, out, text.valid & ~np.isnan(out[:, 0]))
 
-    def bounds(self) -> list[tuple[str, str, float]]:
+    def keep_rules(self) -> Sequence[Rule]:
         p = self.params
         return [
-            (PUNCT, ">=", p.line_punct_thr),
-            (SHORT, "<=", p.short_line_thr),
-            (DUP_CHARS, "<=", p.char_duplicates_ratio),
-            (LIST, "<=", p.new_line_ratio),
+            # Every ratio is null together, on a page with no non-blank line.
+            Check("empty", lambda values: np.isnan(values[PUNCT])),
+            Bound(
+                "line_punct_ratio",
+                PUNCT,
+                ">=",
+                p.line_punct_thr,
+                unless=_no_punct if p.line_punct_exclude_zero else None,
+            ),
+            Bound("short_line_ratio", SHORT, "<=", p.short_line_thr),
+            Bound("char_dup_ratio", DUP_CHARS, "<=", p.char_duplicates_ratio),
+            Bound("list_ratio", LIST, "<=", p.new_line_ratio),
         ]
 
-    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        h = kernels()
-        p = self.params
-        punct = h.values(scores, PUNCT)
-        zero_ok = (punct == 0) & p.line_punct_exclude_zero
-        rules = [
-            ("empty", np.isnan(punct)),
-            ("line_punct_ratio", (punct < p.line_punct_thr) & ~zero_ok),
-            ("short_line_ratio", h.values(scores, SHORT) > p.short_line_thr),
-            ("char_dup_ratio", h.values(scores, DUP_CHARS) > p.char_duplicates_ratio),
-            ("list_ratio", h.values(scores, LIST) > p.new_line_ratio),
-        ]
-        return h.first_reason(rules, len(punct))
+
+def _no_punct(values: ScoreValues) -> np.ndarray:
+    # `line_punct_exclude_zero` (datatrove's option of that name): a page with no line ending
+    # in punctuation at all passes the line-punctuation rule.
+    return values[PUNCT] == 0

@@ -11,15 +11,14 @@ directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 
-import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusclean.pipelines.base import StepParams, register
+from corpusclean.pipelines.base import Bound, Rule, StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import TextScorer, kernels
+from corpusclean.pipelines.filters import TextScorer, kernels, score_arrays
 
 # Score columns, in the kernel's order.
 WORDS = score_column("gopher_words")
@@ -75,46 +74,19 @@ class GopherQuality(TextScorer):
         out = h.gopher_quality_batch(
             text.cps, text.cpo, ts, te, toff, h.char_table(), stop, longest
         )
-        return h.score_arrays(SCORES, out, text.valid)
+        return score_arrays(SCORES, out, text.valid)
 
-    def bounds(self) -> list[tuple[str, str, float]]:
+    def keep_rules(self) -> Sequence[Rule]:
         p = self.params
-        pairs = [
-            (WORDS, ">=", p.min_doc_words),
-            (WORDS, "<=", p.max_doc_words),
-            (MEAN_WORD, ">=", p.min_avg_word_length),
-            (MEAN_WORD, "<=", p.max_avg_word_length),
-            (HASHES, "<=", p.max_symbol_word_ratio),
-            (ELLIPSES, "<=", p.max_symbol_word_ratio),
-            (BULLETS, "<=", p.max_bullet_lines_ratio),
-            (END_ELLIPSIS, "<=", p.max_ellipsis_lines_ratio),
-            (ALPHA, ">=", p.min_alpha_words_ratio),
-            (STOP, ">=", p.min_stop_words),
+        return [
+            Bound("gopher_short_doc", WORDS, ">=", p.min_doc_words),
+            Bound("gopher_long_doc", WORDS, "<=", p.max_doc_words),
+            Bound("gopher_below_avg_threshold", MEAN_WORD, ">=", p.min_avg_word_length),
+            Bound("gopher_above_avg_threshold", MEAN_WORD, "<=", p.max_avg_word_length),
+            Bound("gopher_too_many_hashes", HASHES, "<=", p.max_symbol_word_ratio),
+            Bound("gopher_too_many_ellipsis", ELLIPSES, "<=", p.max_symbol_word_ratio),
+            Bound("gopher_too_many_bullets", BULLETS, "<=", p.max_bullet_lines_ratio),
+            Bound("gopher_too_many_end_ellipsis", END_ELLIPSIS, "<=", p.max_ellipsis_lines_ratio),
+            Bound("gopher_below_alpha_threshold", ALPHA, ">=", p.min_alpha_words_ratio),
+            Bound("gopher_enough_stop_words", STOP, ">=", p.min_stop_words),
         ]
-        return [(s, op, float(v)) for s, op, v in pairs if v is not None]
-
-    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        h = kernels()
-        p = self.params
-        v = {n: h.values(scores, n) for n in SCORES}
-        n = len(v[WORDS])
-
-        def below(name: str, bound: float | None) -> np.ndarray:
-            return v[name] < bound if bound is not None else np.zeros(n, dtype=bool)
-
-        def above(name: str, bound: float | None) -> np.ndarray:
-            return v[name] > bound if bound is not None else np.zeros(n, dtype=bool)
-
-        rules = [
-            ("gopher_short_doc", below(WORDS, p.min_doc_words)),
-            ("gopher_long_doc", above(WORDS, p.max_doc_words)),
-            ("gopher_below_avg_threshold", below(MEAN_WORD, p.min_avg_word_length)),
-            ("gopher_above_avg_threshold", above(MEAN_WORD, p.max_avg_word_length)),
-            ("gopher_too_many_hashes", above(HASHES, p.max_symbol_word_ratio)),
-            ("gopher_too_many_ellipsis", above(ELLIPSES, p.max_symbol_word_ratio)),
-            ("gopher_too_many_bullets", above(BULLETS, p.max_bullet_lines_ratio)),
-            ("gopher_too_many_end_ellipsis", above(END_ELLIPSIS, p.max_ellipsis_lines_ratio)),
-            ("gopher_below_alpha_threshold", below(ALPHA, p.min_alpha_words_ratio)),
-            ("gopher_enough_stop_words", below(STOP, p.min_stop_words)),
-        ]
-        return h.first_reason(rules, n)

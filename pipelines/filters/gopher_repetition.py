@@ -10,15 +10,15 @@ reasons are the reference implementation's (datatrove's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from corpusclean.pipelines.base import StepParams, register
+from corpusclean.pipelines.base import Bound, Check, Rule, StepParams, register
 from corpusclean.pipelines.columns import score_column
-from corpusclean.pipelines.filters import TextScorer, kernels
+from corpusclean.pipelines.filters import TextScorer, kernels, score_arrays
 
 DUP_PARA = score_column("gopher_dup_para_frac")
 DUP_PARA_CHARS = score_column("gopher_dup_para_char_frac")
@@ -88,29 +88,20 @@ class GopherRepetition(TextScorer):
         ts, te, toff = text.tokens()
         out = h.gopher_repetition_batch(text.cps, text.cpo, ts, te, toff, h.char_table(), top, dup)
         # An empty text has no fractions (NaN): null, like a row without text.
-        return h.score_arrays(self.score_names(), out, text.valid & ~np.isnan(out[:, 0]))
+        return score_arrays(self.score_names(), out, text.valid & ~np.isnan(out[:, 0]))
 
-    def _rules(self) -> list[tuple[str, str, float | None]]:
+    def keep_rules(self) -> Sequence[Rule]:
         p = self.params
         return [
-            ("dup_para_frac", DUP_PARA, p.dup_para_frac),
-            ("dup_para_char_frac", DUP_PARA_CHARS, p.dup_para_char_frac),
-            ("dup_line_frac", DUP_LINE, p.dup_line_frac),
-            ("dup_line_char_frac", DUP_LINE_CHARS, p.dup_line_char_frac),
-            *[(f"top_{n}_gram", top_column(n), f) for n, f in p.top_n_grams.items()],
-            *[(f"duplicated_{n}_n_grams", dup_column(n), f) for n, f in p.dup_n_grams.items()],
+            # Every fraction is null together, on an empty text.
+            Check("empty", lambda values: np.isnan(values[DUP_PARA])),
+            Bound("dup_para_frac", DUP_PARA, "<=", p.dup_para_frac),
+            Bound("dup_para_char_frac", DUP_PARA_CHARS, "<=", p.dup_para_char_frac),
+            Bound("dup_line_frac", DUP_LINE, "<=", p.dup_line_frac),
+            Bound("dup_line_char_frac", DUP_LINE_CHARS, "<=", p.dup_line_char_frac),
+            *[Bound(f"top_{n}_gram", top_column(n), "<=", f) for n, f in p.top_n_grams.items()],
+            *[
+                Bound(f"duplicated_{n}_n_grams", dup_column(n), "<=", f)
+                for n, f in p.dup_n_grams.items()
+            ],
         ]
-
-    def bounds(self) -> list[tuple[str, str, float]]:
-        return [(col, "<=", float(b)) for _, col, b in self._rules() if b is not None]
-
-    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        h = kernels()
-        para = h.values(scores, DUP_PARA)
-        rules = [("empty", np.isnan(para))] + [
-            (reason, h.values(scores, col) > bound)
-            for reason, col, bound in self._rules()
-            if bound is not None
-        ]
-        n = len(para)
-        return h.first_reason(rules, n)

@@ -10,14 +10,22 @@ without running the model again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
-from corpusclean.pipelines.base import Filter, StepParams, register
+from corpusclean.pipelines.base import (
+    Bound,
+    Check,
+    Filter,
+    Rule,
+    ScoreValues,
+    StepParams,
+    register,
+)
 from corpusclean.pipelines.columns import score_column
 
 LANG = score_column("lang")
@@ -105,26 +113,22 @@ class Lang(Filter):
         lang, score = langid.identify(batch.column(self.roles.text), self.params.max_bytes)
         return {LANG: lang, LANG_SCORE: score}
 
-    def bounds(self) -> list[tuple[str, str, float]]:
+    def keep_rules(self) -> Sequence[Rule]:
+        """`lang_not_allowed` for a language outside `languages`, then `lang_low_score` for a
+        score under `min_score`; none without `languages` (every row is kept). A row without a
+        label (a null text) is kept: there is nothing to judge, as by the other scorers."""
         if not self.params.languages:
             return []
-        return [(LANG_SCORE, ">=", self.params.min_score)]
+        return [
+            Check("lang_not_allowed", self._not_allowed),
+            Bound("lang_low_score", LANG_SCORE, ">=", self.params.min_score, unless=_unlabelled),
+        ]
 
-    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        """`lang_not_allowed` for a language outside `languages`, `lang_low_score` for a score
-        under `min_score`, null to keep (every row when `languages` is empty; a null text has
-        no label to judge and is kept, as by the other scorers)."""
-        lang = scores[LANG]
-        n = len(lang)
-        p = self.params
-        if not p.languages:
-            return pa.nulls(n, pa.string())
-        labelled = pc.is_valid(lang).to_numpy(zero_copy_only=False)
-        allowed = pc.is_in(lang, value_set=pa.array(p.languages, pa.string()))
-        allowed_np = allowed.to_numpy(zero_copy_only=False)
-        low = pc.fill_null(pc.less(scores[LANG_SCORE], p.min_score), False)
-        low_np = low.to_numpy(zero_copy_only=False)
-        reasons = np.full(n, None, dtype=object)
-        reasons[labelled & low_np] = "lang_low_score"
-        reasons[labelled & ~allowed_np] = "lang_not_allowed"  # the language is the first rule
-        return pa.array(reasons, pa.string())
+    def _not_allowed(self, values: ScoreValues) -> np.ndarray:
+        lang = values.arrays[LANG]
+        allowed = pc.is_in(lang, value_set=pa.array(self.params.languages, pa.string()))
+        return ~_unlabelled(values) & ~allowed.to_numpy(zero_copy_only=False)
+
+
+def _unlabelled(values: ScoreValues) -> np.ndarray:
+    return ~pc.is_valid(values.arrays[LANG]).to_numpy(zero_copy_only=False)
