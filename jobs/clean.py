@@ -985,8 +985,8 @@ def _rejected_rows(run: Run, frames: Frames, work: Path, bad_lines: DataFrame | 
     lines that are no document.
 
     The read pass kept each refused row's verdict, scores and text (`__refused_text`), so the
-    input is read again without its text column, for the refused rows' other columns. Reading
-    every row's text again for them cost 8.4 s of task time at 300k docs (6,000 refused).
+    input is read again without its text column, for the refused rows' other columns: reading
+    every row's text again, for the few refused, was most of the write stage's scan.
     """
     refused = F.col(REASON).isNotNull() & (F.col(STAGE) != INPUT_STAGE)
     scores = [f for s in run.pipeline.scorers() for f in s.score_fields()]

@@ -52,7 +52,8 @@ def collapse_whitespace(texts: pa.Array) -> pa.Array:
         return texts
     # The bytes RE2's `\s` matches: space, and tab, LF, FF, CR (9-13 but not VT, 11). NFKC has
     # already turned the other Unicode spaces (NBSP, ideographic space, ...) into U+0020.
-    # Comparisons, not a 256-entry lookup: the lookup is a gather, 2.5x slower on 44 MB.
+    # Comparisons, not a 256-entry lookup: numpy compiles these to vector code, the lookup
+    # to a gather, several times slower per byte (bench/normalise.py).
     other = (data - np.uint8(9)) <= np.uint8(4)
     other &= data != 11
     ws = other | (data == 32)
@@ -99,7 +100,7 @@ def content_hashes(texts: pa.Array) -> pa.Array:
     norm = normalise_text(texts)
     offsets, data = value_buffers(norm)
     # Hashed from the Arrow buffer: the same UTF-8 bytes str.encode gives, without making and
-    # re-encoding a Python str per document (1.5x faster).
+    # re-encoding a Python str per document.
     view = memoryview(data)
     bounds = offsets.tolist()
     valid = pc.is_valid(norm).to_numpy(zero_copy_only=False).tolist()

@@ -105,7 +105,8 @@ def _expand(spec: str) -> list[int]:
 
 def _build_char_table() -> dict[str, np.ndarray]:
     """The class bits of every code point (uint16, 0x110000 entries), built from Python's
-    Unicode database (~0.5-0.8 s)."""
+    Unicode database (a Python loop over every code point: built once per machine,
+    pipelines/tablecache.py)."""
     n = 0x110000
     chars = [chr(c) for c in range(n)]
     cats = [unicodedata.category(ch) for ch in chars]

@@ -581,11 +581,11 @@ def signatures(
     return sig, n_sh
 
 
-# The compiled kernel costs a Python worker about 0.7 s to load (numba's import and its cached
-# code; compiling it the first time, about 3 s, happens once per install) and then runs about
-# 4x the numpy steps' docs/s: about 130 against 32 MB of text a second on one core
-# (bench/minhash_kernel.py). It repays its load after about 28 MB, so a worker switches to it
-# once it has signed this much text; a small run never loads numba.
+# The compiled kernel costs a Python worker a load (numba's import and its cached code;
+# compiling it the first time happens once per install) and then runs several times the numpy
+# steps' docs/s (bench/minhash_kernel.py). It repays its load after some tens of MB of text
+# (docs/figures.md), so a worker switches to it once it has signed this much text; a small run
+# never loads numba.
 _COMPILED_AFTER_BYTES = 32 << 20
 _signed_bytes = 0
 

@@ -170,9 +170,9 @@ def prior_candidate_pairs(
 
 
 # Up to this many keys, a lookup is one `IN` pushed down to Parquet; above it, a broadcast
-# semi-join over a scan of the column. On a 770k-document output (bench, 2 cores) 5.4k texts
-# took 9.8 s as 27 pushed-down lookups of 200 and 2.4-4.2 s as one scan; Spark also builds the
-# pushed `IN` as a chain of ORs, which overflows the JVM stack at a few thousand keys.
+# semi-join over a scan of the column: past a few hundred keys, many pushed-down lookups read
+# more than one scan (docs/figures.md), and Spark builds the pushed `IN` as a chain of ORs,
+# which overflows the JVM stack at a few thousand keys.
 PUSHED_KEYS = 200
 
 
@@ -201,8 +201,8 @@ def lookup(spark: SparkSession, df: DataFrame, col: str, values: Sequence[Any]) 
     """The rows of `df` whose `col` is one of `values` (run the action under `pushed_in`).
 
     A few keys: one `IN`, pushed down. Many: a semi-join on a broadcast frame of them, made
-    from Arrow. (A frame of Python rows goes through a Python worker: the keys of a bench
-    batch's prior signatures took 1.95 s of executor time that way, 4 ms from Arrow.)"""
+    from Arrow. (A frame of Python rows goes through a Python worker, which costs orders of
+    magnitude more executor time than handing Spark an Arrow table.)"""
     if len(values) <= PUSHED_KEYS:
         return df.filter(F.col(col).isin(list(values)))
     dtype = dict(df.dtypes)[col]

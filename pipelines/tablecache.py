@@ -1,8 +1,8 @@
 """Lookup tables built once per machine and memory-mapped by every Python worker.
 
 Two tables behind the quality filters cost each Python worker time before its first batch: the
-language-ID model (py3langid's xz-compressed arrays, ~100 MB once unpacked: ~0.5-0.8 s) and the
-character-class table (a Python loop over every code point: ~0.5-0.8 s). Spark starts a worker
+language-ID model (py3langid's xz-compressed arrays, ~100 MB once unpacked) and the
+character-class table (a Python loop over every code point). Spark starts a worker
 per core, per executor and per application, so a short job paid them again and again, and each
 worker held its own ~100 MB copy of the model.
 

@@ -4,8 +4,8 @@ It runs the same suite files as the GX engine (jobs/audit/quality.py) and hands 
 like GX's (`success`, `result`, `exception_info`, `expectation_config.kwargs`), so one function,
 `quality._record`, turns the results of both engines into records and they cannot drift apart.
 
-Why it exists: importing GX costs about 8 s and validating clean_docs through GX on Spark runs
-15 Spark jobs (6.5 s on 20k documents; the audit was 23 s of a 96 s run at 200k). Here every
+Why it exists: importing GX takes seconds and validating clean_docs through GX on Spark runs
+a Spark job per expectation, a large share of a small run (docs/figures.md). Here every
 `docs` check is one aggregate expression and all of them run in ONE `agg` over the docs frame
 (Spark prunes the columns no check reads); column and type checks read the schema (no job); the
 `run` and `missing` frames, a handful of numbers, are checked in plain Python. Only a failed

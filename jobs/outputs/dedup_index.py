@@ -121,9 +121,9 @@ def write_index(
         rows = features.filter(F.col(BANDS).isNotNull()).select(
             F.col(ROW_ID).alias(IX), F.posexplode(F.col(BANDS)).alias(BAND, KEY)
         )
-        # Not sorted by key: the join reads every row anyway. At 100k documents a sort made
-        # this write 2-5x slower (1.5-4 s against 0.7 s) and the folder larger (20 MB against
-        # 13 MB): sorted, a document's rows are scattered, and `ix` no longer comes in runs.
+        # Not sorted by key: the join reads every row anyway, and a sort makes this write
+        # slower and the folder larger (docs/figures.md): sorted, a document's rows are
+        # scattered, and `ix` no longer comes in runs.
         rows.select(F.col(BAND).cast("int").alias(BAND), KEY, IX).write.mode("overwrite").parquet(
             bands_path
         )

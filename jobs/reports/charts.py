@@ -3,7 +3,7 @@
 Offline and self-contained: no scripts, no fonts fetched (text stays text, in the page's own
 font), no date in the file, and a fixed hash salt, so the same figures give the same bytes.
 matplotlib is imported on the first chart only: a command that renders no page never pays for
-it (about 0.4 s).
+its import.
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ def _figure(
     height: float, labels: Sequence[str] = (), xlabel: bool = True, below: float = 0.0
 ) -> Any:
     """A figure `height` inches tall, its margins set from its longest y label: a fixed
-    layout draws each chart once, where matplotlib's automatic layouts draw it twice (the
-    page's eight charts take 0.28 s instead of 0.48 s)."""
+    layout draws each chart once, where matplotlib's automatic layouts draw it twice."""
     from matplotlib.figure import Figure
 
     longest = max((len(str(label)) for label in labels), default=6)
@@ -305,7 +304,7 @@ def rate_bars(
 
 def preload() -> None:
     """Import matplotlib in a background thread: a job that will draw a page at its end calls
-    this when it starts, so the import (about 0.3 s) overlaps work the JVM is doing."""
+    this when it starts, so the import overlaps work the JVM is doing."""
     import threading
 
     def load() -> None:

@@ -1,8 +1,8 @@
 """The local JVM's class-data archive: Spark's classes loaded once, mapped by every later run.
 
 A local run starts its own JVM, which loads and verifies some ten thousand Spark classes before
-the first job: on two cores that is most of the session's 7-8 s start and the first job's 3-4 s
-(bench/startup.py measures it). Java's application class-data sharing (JEP 350, dynamic
+the first job: on a small machine that is most of the session's start and of the first job
+(docs/figures.md, from bench/startup.py). Java's application class-data sharing (JEP 350, dynamic
 archives, JDK 13+) records the classes a run loaded into a file at the JVM's exit; a later
 JVM maps that file instead of parsing and verifying the classes again.
 
@@ -20,9 +20,8 @@ that does not match anyway is ignored by the JVM, which loads the classes the us
 (`-Xshare:auto`, its default). Runs under spark-submit, whose JVM already exists, are not
 touched.
 
-The first run pays for recording (about 10 s more on two cores, and its JVM's ~10 s of work
-after the run returns, writing the ~150 MB file); every later run saves about 5 s
-(bench/startup.py).
+The first run pays for recording (its JVM writes the file, ~150 MB, after the run returns);
+every later run starts faster by more than that cost (docs/figures.md, from bench/startup.py).
 
 A run that maps an archive marks it used (its modification time); one that no run has used for
 `UNUSED_S` (14 days) belongs to an install that is gone, and the next run removes it.

@@ -33,10 +33,9 @@ from corpusclean.jobs.runtime.sparkconf import parse_properties
 
 DEBUG_ENV = "CORPUSCLEAN_DEBUG"
 # A local run's one JVM runs every task. On a small input much of its CPU goes to C2, the JIT's
-# optimising tier, compiling code the run then barely uses. bench/jit.py, whole `clean` on two
-# cores: 20k docs (31 MB) 16.1 s with C1 alone against 20.6 s; 300k docs (463 MB) 52.7 against
-# 55.7 s; 1M docs (1.5 GB) 147.9 against 127.4 s. So a local run on at most SMALL_INPUT_BYTES
-# of input gets C1 alone.
+# optimising tier, compiling code the run then barely uses; on a large one C2's faster code
+# repays it. bench/jit.py finds where the two cross (docs/figures.md), and a local run on at
+# most SMALL_INPUT_BYTES of input gets C1 alone.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 SMALL_INPUT_BYTES = 256 << 20
 # Options by which a user's own spark.driver.extraJavaOptions already chooses the JIT.
@@ -196,8 +195,8 @@ def start_python_workers(spark: SparkSession) -> threading.Thread:
     """Start a local run's Python workers, one a core, in the background.
 
     The first Spark job that runs Python (clean's read pass) would otherwise start them itself:
-    the worker daemon, a worker a core, their imports, and the JVM's side of the Arrow hop,
-    about 2 s on two cores (bench/startup.py `first_job`). Started here, that overlaps the
+    the worker daemon, a worker a core, their imports, and the JVM's side of the Arrow hop
+    (bench/startup.py `first_job` measures it). Started here, that overlaps the
     driver's own work before that job (reading the input's schema, fingerprinting the input,
     checking the config against it), and the job finds the workers idle, ready for reuse
     (`spark.python.worker.reuse`). A plain thread's job belongs to no job group: it is not

@@ -92,7 +92,7 @@ def _hanzi(rng: np.random.Generator, size: int = 3_500) -> tuple[pa.Array, np.nd
 def _lookup_table(cdf: np.ndarray, bits: int = 20) -> np.ndarray:
     """Token ids by quantile: drawing a uniform index into it samples from `cdf`.
 
-    A gather from this table is ~20x faster than `searchsorted` per token, at the cost of
+    A gather from this table is much faster than `searchsorted` per token, at the cost of
     rounding each probability to a multiple of 2^-20 (the rarest words are slightly off).
     """
     points = (np.arange(1 << bits, dtype=np.float64) + 0.5) / (1 << bits)

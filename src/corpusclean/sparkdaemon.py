@@ -10,8 +10,8 @@ copy is missing or another release, the zips stay first, so the workers always r
 own release. It then imports the modules the jobs' first Python stage needs, and runs
 pyspark's own daemon (`python -m pyspark.daemon`) unchanged: the workers it forks inherit those
 modules (and this package's `_zipimport_fix`) instead of importing them each. Both are only
-savings (the workers' start-up CPU from 3.0 to 0.9 s a run on two cores, bench/worker_start.py):
-if either fails, the path is left as Spark set it, and the import to the task that needs it.
+savings (of the workers' start-up CPU, measured by bench/worker_start.py): if either fails,
+the path is left as Spark set it, and the import to the task that needs it.
 
 Used by the local runs whose session corpusclean starts (conf/spark/local.properties
 `spark.python.daemon.module`). spark-submit runs keep Spark's own daemon (jobs/submit.py), as
@@ -70,7 +70,7 @@ def main() -> None:
         sys.path[:] = prefer_installed(sys.path)
     # The modules every job's first Python stage unpickles its function from (pyarrow, numpy,
     # pyspark.sql with them), imported once here rather than in each worker after its fork:
-    # 0.3-0.5 s less of the workers' CPU a run on two cores, more with more workers. A failure
+    # the saving grows with the workers a machine starts. A failure
     # is left to the task that needs them, where it is reported.
     with contextlib.suppress(Exception):
         import corpusclean.pipelines.content
