@@ -525,7 +525,7 @@ def test_chart_falls_back_to_svg_without_matplotlib(tmp_path, monkeypatch):
 
 
 def test_chart_png_with_matplotlib(tmp_path):
-    pytest.importorskip("matplotlib")
+    # matplotlib is a dependency: without it write_chart falls back to SVG and this fails.
     path = bench.write_chart(_chart_report(), tmp_path / "bench.json")
     assert path == tmp_path / "bench.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
