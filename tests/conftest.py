@@ -413,6 +413,27 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+@pytest.fixture
+def modes_enforced() -> list[str]:
+    """A command prefix under which a child process is refused what a file's mode refuses it.
+
+    Root's CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH make mode bits moot, so a permission error
+    cannot happen in a root run (CI's). Under root the prefix is util-linux's `setpriv` taking
+    both out of the child's bounding and inheritable sets (a root exec gets back what is in
+    either). The child stays uid 0, the owner of its interpreter, venv, tmp_path and HOME, but
+    a root-owned folder with mode 0 is closed to it. An unprivileged uid (nobody) would have to
+    reach the interpreter, which a venv made from a pyenv Python under /root (mode 0700) does
+    not let it do. Not root: no prefix, the child is held to modes already.
+    """
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("running as root needs setpriv (util-linux) to drop the DAC capabilities")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
+
+
 def _fill(folder: Path, leave: int) -> None:
     stat = os.statvfs(folder)
     (folder / "filler").write_bytes(bytes(max(0, stat.f_bavail * stat.f_frsize - leave)))
