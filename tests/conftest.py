@@ -399,14 +399,22 @@ def installed(tmp_path_factory) -> Installed:
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 5 MiB tmpfs mounted at tmp_path/fs, for disk-full tests (skipped where mounting is
-    not allowed: it needs root or CAP_SYS_ADMIN)."""
+    """A 5 MiB tmpfs mounted at tmp_path/fs, for disk-full tests.
+
+    Mounting needs root or CAP_SYS_ADMIN: elsewhere the tests are skipped, unless
+    CORPUSCLEAN_REQUIRE_MOUNT=1 (CI sets it), where a failed mount fails them. There is no
+    fallback for other users: a mount in a user namespace (`unshare -rm`) is seen only by the
+    processes inside it, not by this one, which writes to the folder in-process.
+    """
     path = tmp_path / "fs"
     path.mkdir()
     mount = ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(path)]
     mounted = subprocess.run(mount, capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()[:200]})")
+        why = f"cannot mount a 5 MiB tmpfs here ({mounted.stderr.strip()[:200]})"
+        if os.environ.get("CORPUSCLEAN_REQUIRE_MOUNT") == "1":
+            pytest.fail(f"CORPUSCLEAN_REQUIRE_MOUNT=1 but {why}")
+        pytest.skip(f"{why}: needs root or CAP_SYS_ADMIN")
     try:
         yield path
     finally:
