@@ -528,8 +528,17 @@ def _mismatch(name: str, want: dict[str, Any], got: dict[str, Any]) -> str:
         for key in ("by_reason", "by_stage"):
             if key in g and w.get(key) != g[key]:
                 lines.append(f"    {key}: {w.get(key)} -> {g[key]}")
-    if "audit" in got and want.get("audit") != got["audit"]:
-        lines.append(f"  audit: {want.get('audit')} -> {got['audit']}")
+    if "audit" in got:
+        w, g = want.get("audit") or {}, got["audit"]
+        for key in ("ran", "passed", "highest_failed_severity"):
+            if w.get(key) != g[key]:
+                lines.append(f"  audit {key}: {w.get(key)} -> {g[key]}")
+        w_checks, g_checks = w.get("checks") or {}, g["checks"]
+        for check in sorted(w_checks.keys() | g_checks.keys()):
+            if w_checks.get(check) != g_checks.get(check):
+                lines.append(
+                    f"  audit check {check}: {w_checks.get(check)} -> {g_checks.get(check)}"
+                )
     lines.append("If the change is intended, regenerate with CORPUSCLEAN_GOLDEN_REGEN=1.")
     return "\n".join(lines)
 
