@@ -399,18 +399,47 @@ def installed(tmp_path_factory) -> Installed:
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 5 MiB tmpfs mounted at tmp_path/fs, for disk-full tests (skipped where mounting is
-    not allowed: it needs root or CAP_SYS_ADMIN)."""
+    """A 5 MiB tmpfs mounted at tmp_path/fs, for disk-full tests.
+
+    Mounting needs root or CAP_SYS_ADMIN: elsewhere the tests are skipped, unless
+    CORPUSCLEAN_REQUIRE_MOUNT=1 (CI sets it), where a failed mount fails them. There is no
+    fallback for other users: a mount in a user namespace (`unshare -rm`) is seen only by the
+    processes inside it, not by this one, which writes to the folder in-process.
+    """
     path = tmp_path / "fs"
     path.mkdir()
     mount = ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(path)]
     mounted = subprocess.run(mount, capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()[:200]})")
+        why = f"cannot mount a 5 MiB tmpfs here ({mounted.stderr.strip()[:200]})"
+        if os.environ.get("CORPUSCLEAN_REQUIRE_MOUNT") == "1":
+            pytest.fail(f"CORPUSCLEAN_REQUIRE_MOUNT=1 but {why}")
+        pytest.skip(f"{why}: needs root or CAP_SYS_ADMIN")
     try:
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
+def modes_enforced() -> list[str]:
+    """A command prefix under which a child process is refused what a file's mode refuses it.
+
+    Root's CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH make mode bits moot, so a permission error
+    cannot happen in a root run (CI's). Under root the prefix is util-linux's `setpriv` taking
+    both out of the child's bounding and inheritable sets (a root exec gets back what is in
+    either). The child stays uid 0, the owner of its interpreter, venv, tmp_path and HOME, but
+    a root-owned folder with mode 0 is closed to it. An unprivileged uid (nobody) would have to
+    reach the interpreter, which a venv made from a pyenv Python under /root (mode 0700) does
+    not let it do. Not root: no prefix, the child is held to modes already.
+    """
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("running as root needs setpriv (util-linux) to drop the DAC capabilities")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
 
 
 def _fill(folder: Path, leave: int) -> None:

@@ -247,8 +247,6 @@ def _precomputed(spark: Any, rows: list[tuple]) -> Any:
 
 @pytest.mark.parametrize("engine", native.ENGINES)
 def test_precomputed_values_give_the_records_the_text_gives(spark: Any, engine: str) -> None:
-    if engine == "gx":
-        pytest.importorskip("great_expectations")
     df, params, dups = _cases(spark)["failing"]
     from_text = run_suite(df, "clean_docs", params, duplicates=dups, engine=engine)
     given = run_suite(

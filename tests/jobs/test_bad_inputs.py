@@ -52,10 +52,13 @@ def tree_hash(root: Path) -> str:
     return h.hexdigest()
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, prefix: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`corpusclean ARGS...` in a subprocess; `prefix` goes before it (e.g. `modes_enforced`)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     return subprocess.run(
-        [CLI, *args], capture_output=True, text=True, timeout=600, env=env, cwd=cwd
+        [*(prefix or []), CLI, *args], capture_output=True, text=True, timeout=600, env=env, cwd=cwd
     )
 
 
@@ -362,15 +365,16 @@ def test_bad_input_case(case: Case, tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".out.runs/*")), "no staging left behind"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_input(tmp_path: Path) -> None:
+def test_unreadable_input(tmp_path: Path, modes_enforced: list[str]) -> None:
+    # Under root the CLI runs without the capabilities that read past a mode of 0 (CI is root).
     path = _parquet(tmp_path, _table())
     path.parent.chmod(0)
     try:
-        proc = run_cli(*_clean_args(path.parent, tmp_path))
+        proc = run_cli(*_clean_args(path.parent, tmp_path), prefix=modes_enforced)
     finally:
         path.parent.chmod(0o755)
     assert_clean_failure(proc, 1, "not readable")
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
 # --------------------------------------------------------------------------- Spark runs

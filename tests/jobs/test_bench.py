@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import types
 from pathlib import Path
 
@@ -311,8 +312,10 @@ def test_cold_read_eviction_on_a_temp_file(tmp_path):
     path.write_bytes(os.urandom(4 << 20))
     storage.sequential_read([path], 1 << 20)  # now cached
     resident = storage.page_residency(path)
-    if resident is None:
+    # Linux always has mincore: None there is a broken page_residency, not a platform gap.
+    if resident is None and sys.platform != "linux":
         pytest.skip("mincore is unavailable")
+    assert resident is not None, "page_residency found no mincore on Linux"
     assert resident > 0.9
     eviction = storage.evict([path])
     assert eviction.resident_after is not None and eviction.resident_after < 0.05
@@ -514,8 +517,6 @@ def _chart_report() -> dict:
 
 
 def test_chart_falls_back_to_svg_without_matplotlib(tmp_path, monkeypatch):
-    import sys
-
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     path = bench.write_chart(_chart_report(), tmp_path / "bench.json")
     assert path == tmp_path / "bench.svg"
@@ -525,7 +526,7 @@ def test_chart_falls_back_to_svg_without_matplotlib(tmp_path, monkeypatch):
 
 
 def test_chart_png_with_matplotlib(tmp_path):
-    pytest.importorskip("matplotlib")
+    # matplotlib is a dependency: without it write_chart falls back to SVG and this fails.
     path = bench.write_chart(_chart_report(), tmp_path / "bench.json")
     assert path == tmp_path / "bench.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

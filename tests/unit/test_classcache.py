@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -116,18 +117,28 @@ def test_the_archive_name_follows_what_it_depends_on(
 
 
 def test_off_and_unwritable_folders_leave_the_jvm_alone(
-    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, modes_enforced: list[str]
 ) -> None:
     for off in ("off", "0", "false"):
         monkeypatch.setenv(classcache.ENV, off)
         assert java_option({}) is None
         assert classcache.with_class_archive({"a": "b"}) == {"a": "b"}
-    if os.geteuid() == 0:
-        return  # root writes everywhere
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    monkeypatch.setenv(classcache.ENV, str(locked))
-    assert java_option({}) is None
+    # In a child process held to the folder's mode: root's own would write there anyway.
+    probe = "from corpusclean.jobs.runtime.classcache import java_option; print(java_option({}))"
+    env = {**os.environ, classcache.ENV: str(locked)}
+    done = subprocess.run(
+        [*modes_enforced, sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "None", done.stdout
+    assert list(locked.iterdir()) == []
 
 
 def test_a_users_own_java_options_are_kept_and_their_archive_choice_wins(cache: Path) -> None:

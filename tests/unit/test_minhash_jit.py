@@ -17,8 +17,6 @@ from corpusclean.pipelines import minhash as mh
 from corpusclean.pipelines import minhash_jit
 from corpusclean.pipelines.near_dedup import NearDedupParams
 
-pytestmark = pytest.mark.skipif(not minhash_jit.available(), reason="numba is not importable")
-
 # Every class the tokenizers tell apart: ASCII word bytes and separators, Latin with
 # combining marks, CJK (BMP and astral), Hangul, kana, Unicode spaces, a zero-width space,
 # emoji and a mathematical letter (astral, word), an upper-case letter lower-casing to two
@@ -54,6 +52,12 @@ def _texts(n: int, seed: int) -> list[str | None]:
         else:
             out.append(" ".join(rng.choice(vocab) for _ in range(rng.randrange(1, 400))))
     return out
+
+
+def test_numba_is_importable() -> None:
+    # numba is a dependency (pyproject.toml): its absence is a broken install, which must fail
+    # here rather than leave the tests below checking the uncompiled loops.
+    assert minhash_jit.available(), "numba is not importable"
 
 
 @pytest.mark.parametrize("tokenizer", ["word", "char", "auto"])
