@@ -7,14 +7,12 @@ the worked example of an Arrow scorer in the README's "Adding a step".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from corpusclean.pipelines.base import Filter, StepParams, register
+from corpusclean.pipelines.base import Bound, Filter, Rule, StepParams, register
 from corpusclean.pipelines.columns import score_column
 
 SCORE = score_column("max_line_length")
@@ -48,6 +46,6 @@ class MaxLineLength(Filter):
         np.maximum.at(longest, parents, lengths)
         return {SCORE: pa.array(longest)}
 
-    def verdict(self, scores: Mapping[str, pa.Array]) -> pa.Array:
-        too_long = pc.greater(scores[SCORE], self.params.max_chars)
-        return pc.if_else(too_long, pa.scalar("line_too_long"), pa.scalar(None, pa.string()))
+    def keep_rules(self) -> list[Rule]:
+        # The one threshold, written once: the verdict and the report's bound both come from it.
+        return [Bound("line_too_long", SCORE, "<=", self.params.max_chars)]
