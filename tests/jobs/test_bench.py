@@ -13,7 +13,7 @@ import pytest
 import webdataset as wds
 
 from corpusclean.jobs import bench
-from corpusclean.jobs.loadbench import storage, throughput
+from corpusclean.jobs.loadbench import settings, storage, table, throughput
 
 # Small settings: one run each, few reads and files, so a whole bench takes a second or two.
 FAST = [
@@ -257,14 +257,14 @@ def test_print_config_parses_sizes_and_counts(capsys):
 
 
 def test_parsers():
-    assert bench.parse_bytes("4MiB") == 4 << 20
-    assert bench.parse_bytes("1GB") == 10**9
-    assert bench.parse_bytes(4096) == 4096
-    assert bench.parse_count("70B") == 70e9
-    assert bench.parse_count("7e9") == 7e9
-    assert bench.parse_count("125M") == 125e6
+    assert settings.parse_bytes("4MiB") == 4 << 20
+    assert settings.parse_bytes("1GB") == 10**9
+    assert settings.parse_bytes(4096) == 4096
+    assert settings.parse_count("70B") == 70e9
+    assert settings.parse_count("7e9") == 7e9
+    assert settings.parse_count("125M") == 125e6
     with pytest.raises(ValueError):
-        bench.parse_count("seventy")
+        settings.parse_count("seventy")
 
 
 @pytest.mark.e2e
@@ -518,7 +518,7 @@ def _chart_report() -> dict:
 
 def test_chart_falls_back_to_svg_without_matplotlib(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
-    path = bench.write_chart(_chart_report(), tmp_path / "bench.json")
+    path = table.write_chart(_chart_report(), tmp_path / "bench.json")
     assert path == tmp_path / "bench.svg"
     svg = path.read_text("utf-8")
     assert svg.startswith("<svg") and "sequential read, cold" in svg and "required" in svg
@@ -527,7 +527,7 @@ def test_chart_falls_back_to_svg_without_matplotlib(tmp_path, monkeypatch):
 
 def test_chart_png_with_matplotlib(tmp_path):
     # matplotlib is a dependency: without it write_chart falls back to SVG and this fails.
-    path = bench.write_chart(_chart_report(), tmp_path / "bench.json")
+    path = table.write_chart(_chart_report(), tmp_path / "bench.json")
     assert path == tmp_path / "bench.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
