@@ -69,6 +69,7 @@ from corpusclean.jobs.shards.pack_io import (
 )
 from corpusclean.pipelines import shards as S
 from corpusclean.pipelines.columns import PACK_RESERVED, reserved_in
+from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 JOB = "pack"
 INDEX_KIND = "wids-shard-index-v1"
@@ -103,8 +104,8 @@ class ShardSection(Section):
 class PackColumnsSection(Section):
     """`columns.*`: the clean output's id and text columns."""
 
-    id: str = "doc_id"
-    text: str = "text"
+    id: str = DEFAULT_ID_COLUMN
+    text: str = DEFAULT_TEXT_COLUMN
 
 
 class PackConfig(Section):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 
+from corpusclean import schemas
 from corpusclean.pipelines.base import Dedup, KeepRule, StepParams, register
 from corpusclean.pipelines.columns import (
     AGAINST,
@@ -33,7 +34,6 @@ from corpusclean.pipelines.columns import (
     TEXT_LEN,
 )
 from corpusclean.pipelines.prior import DOC_ID, HASH, mark_prior_matches
-from corpusclean.schemas import DUPLICATES
 
 
 def survivor_order(
@@ -176,7 +176,7 @@ def build_duplicates_table(df: DataFrame, stages: Sequence[Dedup]) -> DataFrame:
     """
     parts = [s.duplicates(df) for s in stages if s.enabled]
     if not parts:
-        return df.sparkSession.createDataFrame([], DUPLICATES)
+        return df.sparkSession.createDataFrame([], schemas.DUPLICATES)
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
@@ -216,11 +216,11 @@ class DocIdDedup(Dedup):
             listed = listed | against.isNotNull()
         # Every member of a doc_id group shares the survivor's id (a prior one's too).
         return df.filter(listed).select(
-            doc.alias("doc_id"),
-            doc.alias("cluster_id"),
-            F.lit(self.name).alias("stage"),
-            F.coalesce(F.col(DOCID_KEPT), F.lit(False)).alias("kept"),
-            *([] if against is None else [against.alias("against")]),
+            doc.alias(schemas.DOC_ID),
+            doc.alias(schemas.CLUSTER_ID),
+            F.lit(self.name).alias(schemas.DUP_STAGE),
+            F.coalesce(F.col(DOCID_KEPT), F.lit(False)).alias(schemas.KEPT),
+            *([] if against is None else [against.alias(schemas.AGAINST)]),
         )
 
 

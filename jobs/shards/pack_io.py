@@ -100,6 +100,7 @@ from corpusclean.pipelines.shards import (
     safe_keys,
     ustar_headers,
 )
+from corpusclean.schemas import DEFAULT_TEXT_COLUMN
 from corpusclean.testhook import hold
 
 JOB = "pack"
@@ -461,7 +462,7 @@ class UnitWriteSpec:
     id_col: str
     capacity: int
     files: tuple[str, ...] = ()
-    text_col: str = "text"
+    text_col: str = DEFAULT_TEXT_COLUMN
     skip: frozenset[tuple[int, int]] = field(default_factory=frozenset)
 
 
