@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 # The input's id and text columns unless the config names others (`columns.id`,
 # `columns.text` of clean and pack).
@@ -70,20 +70,3 @@ def __getattr__(name: str) -> StructType:
     )
     globals()[name] = schema
     return schema
-
-
-def missing_required(schema: StructType, required: StructType) -> list[str]:
-    """Names of required columns absent from `schema`."""
-    names = set(schema.fieldNames())
-    return [f.name for f in required.fields if f.name not in names]
-
-
-def wrong_types(schema: StructType, required: StructType) -> list[tuple[str, DataType, DataType]]:
-    """(column, found, expected) for required columns present with another type (by kind:
-    a collated string is a string)."""
-    found = {f.name: f.dataType for f in schema.fields}
-    return [
-        (f.name, found[f.name], f.dataType)
-        for f in required.fields
-        if f.name in found and not isinstance(found[f.name], type(f.dataType))
-    ]
