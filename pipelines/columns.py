@@ -57,7 +57,9 @@ METADATA = "_metadata"
 # is reserved.
 SCORE_PREFIX = "_score_"
 
-# pack (jobs/pack.py, pipelines/shards.py)
+# pack (jobs/pack.py, pipelines/shards.py, jobs/shards/pack_io.py)
+# The document id while the shuffle sorts by it; named back to the id column after the sort.
+PACK_ID = "_id"
 SHUFFLE_HASH = "_h"
 UNIT = "_unit"
 PARTITION_KEY = "_pkey"

@@ -33,7 +33,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
 from corpusclean.pipelines.arrowbuf import as_binary, binary_array, value_buffers
-from corpusclean.pipelines.columns import quoted
+from corpusclean.pipelines.columns import JSON, LINE, SHUFFLE_HASH, TXT, UNIT, quoted
 
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does
@@ -217,9 +217,9 @@ def add_shard_payload(
     text = F.coalesce(column(text_col), F.lit(""))
     if docs_per_sample == 1:
         meta = F.to_json(F.struct(*[column(c) for c in data_cols if c != text_col]), JSON_OPTIONS)
-        return df.withColumns({"_txt": text.cast("binary"), "_json": meta.cast("binary")})
+        return df.withColumns({TXT: text.cast("binary"), JSON: meta.cast("binary")})
     line = F.concat(F.to_json(F.struct(*[column(c) for c in data_cols]), JSON_OPTIONS), F.lit("\n"))
-    return df.withColumn("_line", line.cast("binary"))
+    return df.withColumn(LINE, line.cast("binary"))
 
 
 def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
@@ -227,7 +227,7 @@ def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
 
     Reads `id_col`.
     """
-    return df.withColumn("_h", F.xxhash64(F.lit(seed).cast("int"), column(id_col)))
+    return df.withColumn(SHUFFLE_HASH, F.xxhash64(F.lit(seed).cast("int"), column(id_col)))
 
 
 def add_unit(df: DataFrame, n_units: int) -> DataFrame:
@@ -236,8 +236,8 @@ def add_unit(df: DataFrame, n_units: int) -> DataFrame:
     Reads `_h`. The ranges are contiguous, so unit order is hash order; from the top 32 bits
     of the hash, which keeps the product within a long for up to 2**31 units.
     """
-    top = F.shiftrightunsigned(F.col("_h"), 32)
-    return df.withColumn("_unit", F.shiftright(top * F.lit(n_units).cast("long"), 32))
+    top = F.shiftrightunsigned(F.col(SHUFFLE_HASH), 32)
+    return df.withColumn(UNIT, F.shiftright(top * F.lit(n_units).cast("long"), 32))
 
 
 # --------------------------------------------------------------------------- task placement

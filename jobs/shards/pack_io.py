@@ -88,6 +88,7 @@ from corpusclean.jobs.shards.card import CARD
 from corpusclean.jobs.shards.integrity import file_sha256
 from corpusclean.jobs.shards.staging import Staging, open_staging, owner, repair
 from corpusclean.pipelines.arrowbuf import as_binary, binary_array, value_buffers
+from corpusclean.pipelines.columns import FILE, JSON, LINE, ROW, TXT, UNIT
 from corpusclean.pipelines.shards import (
     BLOCK,
     RECORD,
@@ -531,7 +532,7 @@ class _Unit:
 
     def _check_rows(self, batch: pa.RecordBatch) -> None:
         # A file split over two tasks would have two writers of one unit: refuse it.
-        rows = batch.column("_row").to_numpy(zero_copy_only=False)
+        rows = batch.column(ROW).to_numpy(zero_copy_only=False)
         if rows[0] != self.docs or (len(rows) > 1 and not (np.diff(rows) == 1).all()):
             raise ValueError(
                 f"input file {self.file} reached its task out of row order (rows from "
@@ -544,7 +545,7 @@ class _Unit:
         if self.file is not None:
             self._check_rows(batch)
         if self.spec.docs_per_sample > 1:
-            lines = batch.column("_line")
+            lines = batch.column(LINE)
             share = -(-SAMPLE_OVERHEAD // self.spec.docs_per_sample)
             return [lines], np.diff(value_buffers(lines)[0]) + share
         if self.reader is not None:
@@ -554,8 +555,8 @@ class _Unit:
             if text.null_count:
                 text = pc.fill_null(text, "")
         else:
-            text = batch.column("_txt")
-        meta = batch.column("_json")
+            text = batch.column(TXT)
+        meta = batch.column(JSON)
         sizes = 2 * BLOCK + sum(
             padded_sizes(np.diff(value_buffers(col)[0])) for col in (text, meta)
         )
@@ -640,7 +641,7 @@ def _unit_runs(
     taken as one unit. With input files (`by_path`), a batch must come from one planned file.
     """
     if by_path:
-        names = batch.column("_file")
+        names = batch.column(FILE)
         path = os.path.realpath(_file_of(names[0].as_py()))
         if names[len(names) - 1].as_py() != names[0].as_py() or path not in by_path:
             raise ValueError(
@@ -649,7 +650,7 @@ def _unit_runs(
             )
         yield by_path[path], path, batch
         return
-    units = batch.column("_unit").to_numpy(zero_copy_only=False)
+    units = batch.column(UNIT).to_numpy(zero_copy_only=False)
     starts = np.concatenate(([0], np.flatnonzero(units[1:] != units[:-1]) + 1))
     ends = np.append(starts[1:], len(units))
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
