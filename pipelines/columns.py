@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# clean: the row frame (jobs/clean.py, pipelines/rules.py, pipelines/dedup.py)
+# clean: the row frame (jobs/clean.py, pipelines/content.py, pipelines/dedup.py)
 ROW_ID = "_rid"
 ROW_HASH = "_row_hash"
 REASON = "_reject_reason"

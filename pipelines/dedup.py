@@ -27,7 +27,6 @@ from corpusclean.pipelines.columns import (
     NORM_HASH,
     PRIOR_AGAINST,
     RANK,
-    REASON,
     ROW_HASH,
     ROW_ID,
     STAGE,
@@ -60,14 +59,6 @@ def survivor_order(
     if row_hash_col is not None:
         ties.append(F.col(row_hash_col).asc_nulls_last())
     return primary + ties
-
-
-def start_stages(df: DataFrame, stage: str = "rules", reason_col: str = REASON) -> DataFrame:
-    """Open the bookkeeping: reads `_reject_reason`, adds `_stage` (`stage` for rejected rows).
-
-    The job sets `_stage` in its read pass, per filter; this is for frames built by hand.
-    """
-    return df.withColumn(STAGE, F.when(F.col(reason_col).isNotNull(), F.lit(stage)))
 
 
 def _active() -> Column:

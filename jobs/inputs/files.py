@@ -41,14 +41,12 @@ from corpusclean.pipelines.columns import (
     CORRUPT,
     RAW_LINE,
     SOURCE_FILE,
-    quoted,
     reserved_in,
 )
 
 JOB = "clean"
 # The columns read_input adds for JSON Lines, next to the input's own.
 LINE_COLUMNS = (BAD_LINE, SOURCE_FILE, RAW_LINE)
-BAD_REASONS = ("invalid_utf8", "not_an_object", "malformed_json", "multiple_objects")
 _GLOB = re.compile(r"([\\{}\[\]*?])")
 _PARQUET_NAMES = (".parquet", ".parq")
 
@@ -432,8 +430,3 @@ def explain_read_error(exc: BaseException) -> InputError | None:
     else:
         what = f"{kind.rsplit('.', 1)[-1]}: {message.strip()[:200]}" if kind else "unreadable"
     return InputError(f"input file {path} cannot be read: {what}; replace or remove it")
-
-
-def quoted_columns(names: list[str]) -> list[Any]:
-    """Spark column references for `names`, dots and backticks in them taken literally."""
-    return [F.col(quoted(n)) for n in names]
