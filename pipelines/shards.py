@@ -9,9 +9,9 @@ that use these are `corpusclean.jobs.shards.pack_io`. What is here:
 * The greedy cut (`cut_shards`): a shard closes when the next document would take it over the
   target, so shard boundaries follow from the documents of one unit alone.
 * Arrow and numpy helpers of the writer: WebDataset keys (`safe_keys`), ustar headers of a
-  batch of members (`ustar_headers`), tar sizes (`member_bytes`, `archive_bytes`,
-  `padded_sizes`, `planning_target`), jsonl samples (`grouped`, `joined_bytes`), the doc_id
-  checks (`bad_ids`), and the keys that place one task per partition (`partition_keys`).
+  batch of members (`ustar_headers`), tar sizes (`padded_sizes`, `planning_target`), jsonl
+  samples (`grouped`, `joined_bytes`), the doc_id checks (`bad_ids`), and the keys that place
+  one task per partition (`partition_keys`).
 
 Sizes are "virtual" for cutting: a sample counts its exact tar bytes (512-byte header plus
 data padded to 512), capped at half the target. With the cap, every shard but a unit's last is
@@ -110,16 +110,6 @@ def safe_keys(doc_ids: pa.Array) -> pa.Array:
     rewrite = pa.array(np.flatnonzero(~kept))
     new = [safe_key(d).encode("ascii") for d in doc_ids.take(rewrite).to_pylist()]
     return pc.replace_with_mask(keys, pa.array(~kept), pa.array(new, keys.type))
-
-
-def member_bytes(size: int) -> int:
-    """Bytes a tar member of `size` data bytes takes: one header block plus padded data."""
-    return BLOCK + -(-size // BLOCK) * BLOCK
-
-
-def archive_bytes(members_bytes: int) -> int:
-    """File size of a tar holding `members_bytes` of members: end blocks, padded to a record."""
-    return -(-(members_bytes + 2 * BLOCK) // RECORD) * RECORD
 
 
 def planning_target(target_bytes: int) -> int:

@@ -228,14 +228,6 @@ class TarShardWriter:
         self._sha.update(data)
         self.offset += memoryview(data).nbytes
 
-    def add_sample(self, key: str, members: Sequence[tuple[str, bytes]], ndocs: int = 1) -> None:
-        """Append one sample: a member `{key}.{ext}` for each (ext, data)."""
-        self.add_samples(
-            pa.array([key.encode("ascii")], pa.binary()),
-            [(ext, pa.array([data], pa.binary())) for ext, data in members],
-            ndocs,
-        )
-
     def add_samples(
         self, keys: pa.Array, members: Sequence[tuple[str, pa.Array]], ndocs: int | None = None
     ) -> None:
