@@ -39,6 +39,9 @@ from corpusclean.pipelines.columns import (
 _ORDER_SHIFT = 48
 # The columns of an index's docs/ and bands/ folders (jobs/outputs/dedup_index.py).
 IX, DOC_ID, HASH, SIG, BAND, KEY = "ix", "doc_id", "hash", "sig", "band", "key"
+# The text column of an index's texts frame (`PriorIndex.texts`: doc_id, text), whatever the
+# indexed corpus called it.
+TEXT = "text"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from corpusclean.jobs.inputs.paths import is_remote
 from corpusclean.jobs.runtime.atomic import write_json_atomic
 from corpusclean.pipelines.columns import BANDS, MINHASH, NORM_HASH, ROW_ID, quoted
 from corpusclean.pipelines.minhash import MinHashParams
-from corpusclean.pipelines.prior import BAND, DOC_ID, HASH, IX, KEY, SIG, PriorIndex
+from corpusclean.pipelines.prior import BAND, DOC_ID, HASH, IX, KEY, SIG, TEXT, PriorIndex
 from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 FORMAT = "corpusclean-dedup-index"
@@ -332,4 +332,4 @@ def _texts(spark: SparkSession, index: OpenedIndex) -> DataFrame | None:
     schema = StructType([StructField(id_col, StringType()), StructField(text_col, StringType())])
     reader = spark.read.schema(schema)
     frame = reader.parquet(path) if texts.get("format") == "parquet" else reader.json(path)
-    return frame.select(F.col(quoted(id_col)).alias(DOC_ID), F.col(quoted(text_col)).alias("text"))
+    return frame.select(F.col(quoted(id_col)).alias(DOC_ID), F.col(quoted(text_col)).alias(TEXT))
