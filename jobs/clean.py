@@ -102,7 +102,15 @@ from corpusclean.pipelines.profile import (
     length_histograms,
     outcome_counts,
 )
-from corpusclean.schemas import CLUSTER_ID, DOC_ID
+from corpusclean.schemas import (
+    CLUSTER_ID,
+    DOC_ID,
+    RAW_LINE,
+    REJECT_REASON,
+    REJECT_STAGE,
+    SOURCE_FILE,
+    SOURCE_LINE,
+)
 from corpusclean.testhook import hold
 
 JOB = "clean"
@@ -970,7 +978,7 @@ def _bad_lines(
     listed = bad_line_rows(spark, bad, work)
     listed.write.mode("overwrite").parquet(str(work / _BAD_LINE_ROWS))
     rows = reread(spark, listed.schema, str(work / _BAD_LINE_ROWS))
-    files = rows.select("source_file").distinct().count()
+    files = rows.select(SOURCE_FILE).distinct().count()
     run.bad_lines["files"] = files
     log.warn(
         JOB,
@@ -1007,8 +1015,8 @@ def _rejected_rows(run: Run, frames: Frames, work: Path, bad_lines: DataFrame | 
             F.col(REFUSED_TEXT).alias(c) if c == text_col and carries else F.col(quoted(c))
             for c in frames.input_cols
         ],
-        F.col(REASON).alias("reject_reason"),
-        F.col(STAGE).alias("reject_stage"),
+        F.col(REASON).alias(REJECT_REASON),
+        F.col(STAGE).alias(REJECT_STAGE),
         *scored,
     )
     if not frames.lines:
@@ -1016,9 +1024,9 @@ def _rejected_rows(run: Run, frames: Frames, work: Path, bad_lines: DataFrame | 
     # JSON Lines rejects always carry where a line came from (null for filter rejects).
     rejected = rejected.select(
         "*",
-        F.lit(None).cast("string").alias("source_file"),
-        F.lit(None).cast("long").alias("source_line"),
-        F.lit(None).cast("string").alias("raw_line"),
+        F.lit(None).cast("string").alias(SOURCE_FILE),
+        F.lit(None).cast("long").alias(SOURCE_LINE),
+        F.lit(None).cast("string").alias(RAW_LINE),
     )
     if bad_lines is None:
         return rejected
@@ -1026,12 +1034,12 @@ def _rejected_rows(run: Run, frames: Frames, work: Path, bad_lines: DataFrame | 
     return rejected.unionByName(
         bad_lines.select(
             *typed,
-            F.col("reject_reason"),
-            F.lit(INPUT_STAGE).alias("reject_stage"),
+            F.col(REJECT_REASON),
+            F.lit(INPUT_STAGE).alias(REJECT_STAGE),
             *[F.lit(None).cast(f.dataType).alias(f.name) for f in spark_fields(scores)],
-            "source_file",
-            "source_line",
-            "raw_line",
+            SOURCE_FILE,
+            SOURCE_LINE,
+            RAW_LINE,
         ),
         allowMissingColumns=False,
     )

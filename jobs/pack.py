@@ -68,7 +68,21 @@ from corpusclean.jobs.shards.pack_io import (
     open_output,
 )
 from corpusclean.pipelines import shards as S
-from corpusclean.pipelines.columns import PACK_RESERVED, reserved_in
+from corpusclean.pipelines.columns import (
+    FILE,
+    JSON,
+    LINE,
+    METADATA,
+    PACK_ID,
+    PACK_RESERVED,
+    PARTITION_KEY,
+    ROW,
+    SHUFFLE_HASH,
+    TXT,
+    UNIT,
+    reserved_in,
+)
+from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 JOB = "pack"
 INDEX_KIND = "wids-shard-index-v1"
@@ -103,8 +117,8 @@ class ShardSection(Section):
 class PackColumnsSection(Section):
     """`columns.*`: the clean output's id and text columns."""
 
-    id: str = "doc_id"
-    text: str = "text"
+    id: str = DEFAULT_ID_COLUMN
+    text: str = DEFAULT_TEXT_COLUMN
 
 
 class PackConfig(Section):
@@ -487,22 +501,22 @@ def _shuffled_units(
     task_of = np.arange(len(todo)) * n_tasks // len(todo)
     lookup = pa.table(
         {
-            "_unit": pa.array(todo, pa.int64()),
-            "_pkey": pa.array(S.partition_keys(n_tasks)[task_of], pa.int32()),
+            UNIT: pa.array(todo, pa.int64()),
+            PARTITION_KEY: pa.array(S.partition_keys(n_tasks)[task_of], pa.int32()),
         }
     )
     # The payload first, and then only it and the id: the user's own columns (some may be
     # named like pack's `_h` or `_unit`) are then in the payload, unchanged, and nowhere else.
     doc_id = S.column(config.columns.id)
     df = S.add_shard_payload(raw, columns, config.columns.text, shard_cfg.docs_per_sample)
-    payload = ["_txt", "_json"] if shard_cfg.docs_per_sample == 1 else ["_line"]
-    df = df.select(doc_id.alias("_id"), *payload)
-    df = S.add_unit(S.add_shuffle_order(df, "_id", shard_cfg.seed), n_units)
+    payload = [TXT, JSON] if shard_cfg.docs_per_sample == 1 else [LINE]
+    df = df.select(doc_id.alias(PACK_ID), *payload)
+    df = S.add_unit(S.add_shuffle_order(df, PACK_ID, shard_cfg.seed), n_units)
     staged = (
-        df.join(F.broadcast(spark.createDataFrame(lookup)), on="_unit", how="inner")
-        .repartition(n_tasks, "_pkey")
-        .sortWithinPartitions("_unit", "_h", "_id")
-        .select("_unit", F.col("_id").alias(config.columns.id), *payload)
+        df.join(F.broadcast(spark.createDataFrame(lookup)), on=UNIT, how="inner")
+        .repartition(n_tasks, PARTITION_KEY)
+        .sortWithinPartitions(UNIT, SHUFFLE_HASH, PACK_ID)
+        .select(UNIT, F.col(PACK_ID).alias(config.columns.id), *payload)
     )
     return staged, n_tasks
 
@@ -530,10 +544,10 @@ def _file_units(
     k = config.shard.docs_per_sample
     # The payload before `_file` and `_row`, which the user's columns may be named like.
     df = S.add_shard_payload(raw, columns, config.columns.text, k)
-    payload = ["_json"] if k == 1 else ["_line"]
+    payload = [JSON] if k == 1 else [LINE]
     df = df.select(
-        raw["_metadata.file_path"].alias("_file"),
-        raw["_metadata.row_index"].alias("_row"),
+        raw[f"{METADATA}.file_path"].alias(FILE),
+        raw[f"{METADATA}.row_index"].alias(ROW),
         S.column(config.columns.id),
         *payload,
     )

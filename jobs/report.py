@@ -23,6 +23,7 @@ from corpusclean.jobs.reports.page import render_html, report_views
 from corpusclean.jobs.runtime import log
 from corpusclean.jobs.runtime.atomic import write_text_atomic
 from corpusclean.jobs.runtime.runner import new_parser, run_job
+from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 JOB = "report"
 
@@ -59,7 +60,11 @@ def rerender(folder: Path, output: Path | None = None) -> Path:
     """Write the page of the clean output `folder`; returns where it went."""
     report = load_report(folder)
     columns = (report.get("config") or {}).get("columns") or {}
-    views = report_views(folder, columns.get("id", "doc_id"), columns.get("text", "text"))
+    views = report_views(
+        folder,
+        columns.get("id", DEFAULT_ID_COLUMN),
+        columns.get("text", DEFAULT_TEXT_COLUMN),
+    )
     seen = report.get("examples") or {}
     report.update(views)
     # The examples the views do not give (a stage's pairs): only the run saw the removed texts.

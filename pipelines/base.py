@@ -47,6 +47,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType, NumericType, StructField, TimestampType
 
+from corpusclean import schemas
 from corpusclean.pipelines.columns import AGAINST, STAGE
 from corpusclean.pipelines.minhash import MinHashParams
 from corpusclean.pipelines.prior import PriorIndex
@@ -111,8 +112,8 @@ class Roles:
     """The job-level column roles a stage may read (config `columns`), and the numeric columns
     whose nulls reject a row (`missing.numeric: drop`)."""
 
-    id: str = "doc_id"
-    text: str = "text"
+    id: str = schemas.DEFAULT_ID_COLUMN
+    text: str = schemas.DEFAULT_TEXT_COLUMN
     timestamp: str = "timestamp"
     required: tuple[str, ...] = ()
 
@@ -445,11 +446,11 @@ class Dedup(Step):
         if against is not None:
             kept = kept & against.isNull()
         return df.filter(cluster.isNotNull()).select(
-            doc.alias("doc_id"),
-            cluster.alias("cluster_id"),
-            F.lit(self.name).alias("stage"),
-            kept.alias("kept"),
-            *([] if against is None else [against.alias("against")]),
+            doc.alias(schemas.DOC_ID),
+            cluster.alias(schemas.CLUSTER_ID),
+            F.lit(self.name).alias(schemas.DUP_STAGE),
+            kept.alias(schemas.KEPT),
+            *([] if against is None else [against.alias(schemas.AGAINST)]),
         )
 
     def against_column(self, df: DataFrame) -> Column | None:

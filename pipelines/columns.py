@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# clean: the row frame (jobs/clean.py, pipelines/rules.py, pipelines/dedup.py)
+# clean: the row frame (jobs/clean.py, pipelines/content.py, pipelines/dedup.py)
 ROW_ID = "_rid"
 ROW_HASH = "_row_hash"
 REASON = "_reject_reason"
@@ -57,7 +57,9 @@ METADATA = "_metadata"
 # is reserved.
 SCORE_PREFIX = "_score_"
 
-# pack (jobs/pack.py, pipelines/shards.py)
+# pack (jobs/pack.py, pipelines/shards.py, jobs/shards/pack_io.py)
+# The document id while the shuffle sorts by it; named back to the id column after the sort.
+PACK_ID = "_id"
 SHUFFLE_HASH = "_h"
 UNIT = "_unit"
 PARTITION_KEY = "_pkey"

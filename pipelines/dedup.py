@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 
+from corpusclean import schemas
 from corpusclean.pipelines.base import Dedup, KeepRule, StepParams, register
 from corpusclean.pipelines.columns import (
     AGAINST,
@@ -26,14 +27,12 @@ from corpusclean.pipelines.columns import (
     NORM_HASH,
     PRIOR_AGAINST,
     RANK,
-    REASON,
     ROW_HASH,
     ROW_ID,
     STAGE,
     TEXT_LEN,
 )
 from corpusclean.pipelines.prior import DOC_ID, HASH, mark_prior_matches
-from corpusclean.schemas import DUPLICATES
 
 
 def survivor_order(
@@ -60,14 +59,6 @@ def survivor_order(
     if row_hash_col is not None:
         ties.append(F.col(row_hash_col).asc_nulls_last())
     return primary + ties
-
-
-def start_stages(df: DataFrame, stage: str = "rules", reason_col: str = REASON) -> DataFrame:
-    """Open the bookkeeping: reads `_reject_reason`, adds `_stage` (`stage` for rejected rows).
-
-    The job sets `_stage` in its read pass, per filter; this is for frames built by hand.
-    """
-    return df.withColumn(STAGE, F.when(F.col(reason_col).isNotNull(), F.lit(stage)))
 
 
 def _active() -> Column:
@@ -176,7 +167,7 @@ def build_duplicates_table(df: DataFrame, stages: Sequence[Dedup]) -> DataFrame:
     """
     parts = [s.duplicates(df) for s in stages if s.enabled]
     if not parts:
-        return df.sparkSession.createDataFrame([], DUPLICATES)
+        return df.sparkSession.createDataFrame([], schemas.DUPLICATES)
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
@@ -216,11 +207,11 @@ class DocIdDedup(Dedup):
             listed = listed | against.isNotNull()
         # Every member of a doc_id group shares the survivor's id (a prior one's too).
         return df.filter(listed).select(
-            doc.alias("doc_id"),
-            doc.alias("cluster_id"),
-            F.lit(self.name).alias("stage"),
-            F.coalesce(F.col(DOCID_KEPT), F.lit(False)).alias("kept"),
-            *([] if against is None else [against.alias("against")]),
+            doc.alias(schemas.DOC_ID),
+            doc.alias(schemas.CLUSTER_ID),
+            F.lit(self.name).alias(schemas.DUP_STAGE),
+            F.coalesce(F.col(DOCID_KEPT), F.lit(False)).alias(schemas.KEPT),
+            *([] if against is None else [against.alias(schemas.AGAINST)]),
         )
 
 

@@ -686,13 +686,9 @@ def pair_jaccards(
 # Estimates and band keys
 
 
-def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
-    """Signature estimate of Jaccard similarity: the fraction of equal slots."""
-    return float(np.mean(np.asarray(sig_a) == np.asarray(sig_b)))
-
-
 def estimate_jaccard_rows(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray:
-    """Row-wise `estimate_jaccard` of two (m, k) signature matrices: float64 (m,)."""
+    """Signature estimates of Jaccard similarity (the fraction of equal slots), row by row, of
+    two (m, k) signature matrices: float64 (m,)."""
     sig_a, sig_b = np.asarray(sig_a), np.asarray(sig_b)
     if sig_a.shape != sig_b.shape or sig_a.ndim != 2:
         raise ValueError(f"need two (m, k) matrices of one shape, got {sig_a.shape}, {sig_b.shape}")

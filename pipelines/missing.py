@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
-from pyspark.sql.types import NumericType, StringType, StructType
+from pyspark.sql.types import StringType, StructType
 
 from corpusclean.pipelines.rules import is_blank
 
@@ -32,14 +32,6 @@ def missing_value_aggregates(schema: StructType, medians: Iterable[str] = ()) ->
     return aggs
 
 
-def compute_missing_stats(df: DataFrame, medians: Iterable[str] = ()) -> DataFrame:
-    """One row of missing-value counts over all rows of `df` (see `missing_value_aggregates`).
-
-    Reads every column; returns a one-row frame, not `df` with columns added.
-    """
-    return df.agg(*missing_value_aggregates(df.schema, medians))
-
-
 def summarise_missing(
     row: dict[str, object], schema: StructType, review_threshold: float
 ) -> dict[str, dict[str, object]]:
@@ -62,11 +54,6 @@ def summarise_missing(
             "flagged": missing > review_threshold,
         }
     return out
-
-
-def numeric_columns(schema: StructType) -> list[str]:
-    """Names of the numeric columns of a schema."""
-    return [f.name for f in schema.fields if isinstance(f.dataType, NumericType)]
 
 
 def impute_with_medians(df: DataFrame, medians: dict[str, float]) -> DataFrame:

@@ -75,6 +75,7 @@ from corpusclean.pipelines.minhash import (
 )
 from corpusclean.pipelines.prior import (
     DOC_ID,
+    TEXT,
     PriorIndex,
     lookup,
     prior_candidate_pairs,
@@ -883,7 +884,7 @@ class NearDedup(Dedup):
         docs = doc_ids[close][first]
         wanted = sorted(set(docs.tolist()))
         old = lookup(run.spark, prior.texts, DOC_ID, wanted).select(
-            F.col(DOC_ID).alias("__doc"), F.col("text").alias(text_col)
+            F.col(DOC_ID).alias("__doc"), F.col(TEXT).alias(text_col)
         )
         who = pa.table({ROW_ID: pa.array(ends, pa.int64()), "__doc": pa.array(docs, pa.string())})
         old_rows = F.broadcast(run.spark.createDataFrame(who)).join(old, "__doc")

@@ -6,7 +6,7 @@ keys. A dedup stage given prior indexes removes every live row that duplicates a
 (the prior always wins: it may already be in a training run) and records the prior's doc_id and
 the index's name; rows that match nothing prior are deduplicated among themselves as before.
 
-Prior documents take part in near-dedup's graph as nodes with negative ids (`prior_node`), so a
+Prior documents take part in near-dedup's graph as nodes with negative ids (`PriorIndex.node`), so a
 cluster that reaches a prior document through new ones is resolved to that prior, as a clean of
 both batches together would resolve it, up to the survivor inside the cluster.
 """
@@ -39,6 +39,9 @@ from corpusclean.pipelines.columns import (
 _ORDER_SHIFT = 48
 # The columns of an index's docs/ and bands/ folders (jobs/outputs/dedup_index.py).
 IX, DOC_ID, HASH, SIG, BAND, KEY = "ix", "doc_id", "hash", "sig", "band", "key"
+# The text column of an index's texts frame (`PriorIndex.texts`: doc_id, text), whatever the
+# indexed corpus called it.
+TEXT = "text"
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,6 @@ class PriorIndex:
     def node(self, ix: Column) -> Column:
         """The near-dedup graph's node id of the prior document `ix` (negative)."""
         return F.lit(-1) - (F.lit(self.order).cast("long") * F.lit(1 << _ORDER_SHIFT) + ix)
-
-
-def prior_node(order: int, ix: int) -> int:
-    """`PriorIndex.node` in Python (tests)."""
-    return -1 - ((order << _ORDER_SHIFT) + ix)
 
 
 # Up to this many rows in the batch, its keys (doc_ids, content hashes) are broadcast to the

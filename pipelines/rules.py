@@ -6,10 +6,9 @@ from collections.abc import Iterable
 
 import pyspark.sql.functions as F
 from pydantic import Field, model_validator
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 
 from corpusclean.pipelines.base import Filter, StepParams, register
-from corpusclean.pipelines.columns import REASON, TEXT_LEN
 
 # Characters that show nothing: Unicode whitespace, format characters (Cf: zero-width space,
 # joiners, word joiner, BOM, soft hyphen, bidi marks), controls (Cc), the combining grapheme
@@ -44,25 +43,6 @@ def row_rule_reason(
     for name in required_numeric:
         reason = reason.when(F.col(name).isNull(), F.lit(f"null_{name}"))
     return reason
-
-
-def mark_row_rules(
-    df: DataFrame,
-    id_col: str,
-    text_col: str,
-    min_chars: int,
-    max_chars: int,
-    required_numeric: Iterable[str] = (),
-) -> DataFrame:
-    """Mark rows unusable for training.
-
-    Reads `id_col`, `text_col` and each column of `required_numeric`; adds `_text_len`
-    (characters of the text, null when the text is null) and `_reject_reason` (null for a usable
-    row, otherwise the first rule it breaks: null_id, blank_id, null_text, blank_text,
-    too_short, too_long, null_<column>).
-    """
-    reason = row_rule_reason(id_col, text_col, min_chars, max_chars, required_numeric)
-    return df.withColumn(TEXT_LEN, F.length(F.col(text_col))).withColumn(REASON, reason)
 
 
 class RulesParams(StepParams):

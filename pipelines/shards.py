@@ -9,9 +9,9 @@ that use these are `corpusclean.jobs.shards.pack_io`. What is here:
 * The greedy cut (`cut_shards`): a shard closes when the next document would take it over the
   target, so shard boundaries follow from the documents of one unit alone.
 * Arrow and numpy helpers of the writer: WebDataset keys (`safe_keys`), ustar headers of a
-  batch of members (`ustar_headers`), tar sizes (`member_bytes`, `archive_bytes`,
-  `padded_sizes`, `planning_target`), jsonl samples (`grouped`, `joined_bytes`), the doc_id
-  checks (`bad_ids`), and the keys that place one task per partition (`partition_keys`).
+  batch of members (`ustar_headers`), tar sizes (`padded_sizes`, `planning_target`), jsonl
+  samples (`grouped`, `joined_bytes`), the doc_id checks (`bad_ids`), and the keys that place
+  one task per partition (`partition_keys`).
 
 Sizes are "virtual" for cutting: a sample counts its exact tar bytes (512-byte header plus
 data padded to 512), capped at half the target. With the cap, every shard but a unit's last is
@@ -33,7 +33,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
 from corpusclean.pipelines.arrowbuf import as_binary, binary_array, value_buffers
-from corpusclean.pipelines.columns import quoted
+from corpusclean.pipelines.columns import JSON, LINE, SHUFFLE_HASH, TXT, UNIT, quoted
 
 BLOCK = 512
 RECORD = tarfile.RECORDSIZE  # 10240: tar files end padded to a whole record, as GNU tar does
@@ -110,16 +110,6 @@ def safe_keys(doc_ids: pa.Array) -> pa.Array:
     rewrite = pa.array(np.flatnonzero(~kept))
     new = [safe_key(d).encode("ascii") for d in doc_ids.take(rewrite).to_pylist()]
     return pc.replace_with_mask(keys, pa.array(~kept), pa.array(new, keys.type))
-
-
-def member_bytes(size: int) -> int:
-    """Bytes a tar member of `size` data bytes takes: one header block plus padded data."""
-    return BLOCK + -(-size // BLOCK) * BLOCK
-
-
-def archive_bytes(members_bytes: int) -> int:
-    """File size of a tar holding `members_bytes` of members: end blocks, padded to a record."""
-    return -(-(members_bytes + 2 * BLOCK) // RECORD) * RECORD
 
 
 def planning_target(target_bytes: int) -> int:
@@ -217,9 +207,9 @@ def add_shard_payload(
     text = F.coalesce(column(text_col), F.lit(""))
     if docs_per_sample == 1:
         meta = F.to_json(F.struct(*[column(c) for c in data_cols if c != text_col]), JSON_OPTIONS)
-        return df.withColumns({"_txt": text.cast("binary"), "_json": meta.cast("binary")})
+        return df.withColumns({TXT: text.cast("binary"), JSON: meta.cast("binary")})
     line = F.concat(F.to_json(F.struct(*[column(c) for c in data_cols]), JSON_OPTIONS), F.lit("\n"))
-    return df.withColumn("_line", line.cast("binary"))
+    return df.withColumn(LINE, line.cast("binary"))
 
 
 def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
@@ -227,7 +217,7 @@ def add_shuffle_order(df: DataFrame, id_col: str, seed: int) -> DataFrame:
 
     Reads `id_col`.
     """
-    return df.withColumn("_h", F.xxhash64(F.lit(seed).cast("int"), column(id_col)))
+    return df.withColumn(SHUFFLE_HASH, F.xxhash64(F.lit(seed).cast("int"), column(id_col)))
 
 
 def add_unit(df: DataFrame, n_units: int) -> DataFrame:
@@ -236,8 +226,8 @@ def add_unit(df: DataFrame, n_units: int) -> DataFrame:
     Reads `_h`. The ranges are contiguous, so unit order is hash order; from the top 32 bits
     of the hash, which keeps the product within a long for up to 2**31 units.
     """
-    top = F.shiftrightunsigned(F.col("_h"), 32)
-    return df.withColumn("_unit", F.shiftright(top * F.lit(n_units).cast("long"), 32))
+    top = F.shiftrightunsigned(F.col(SHUFFLE_HASH), 32)
+    return df.withColumn(UNIT, F.shiftright(top * F.lit(n_units).cast("long"), 32))
 
 
 # --------------------------------------------------------------------------- task placement

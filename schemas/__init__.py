@@ -1,6 +1,6 @@
-"""Data contracts: the raw-docs columns `clean` requires (checked by `check_schema` in
-jobs/clean.py) and the duplicates table's schema (written by clean, read by check and the
-audit).
+"""Data contracts: the raw-docs columns `clean` requires (checked by `check_roles` in
+jobs/inputs/read.py), the column names the output contract adds and the duplicates table's
+schema (written by clean, read by check and the audit).
 
 The Great Expectations suites that check the same contracts at run time are the JSON files
 beside this module.
@@ -8,17 +8,23 @@ beside this module.
 
 from __future__ import annotations
 
-from pyspark.sql.types import (
-    BooleanType,
-    DataType,
-    StringType,
-    StructField,
-    StructType,
-)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+# The input's id and text columns unless the config names others (`columns.id`,
+# `columns.text` of clean and pack).
+DEFAULT_ID_COLUMN = "doc_id"
+DEFAULT_TEXT_COLUMN = "text"
 
 
-def raw_docs_required(id_col: str = "doc_id", text_col: str = "text") -> StructType:
+def raw_docs_required(
+    id_col: str = DEFAULT_ID_COLUMN, text_col: str = DEFAULT_TEXT_COLUMN
+) -> StructType:
     """The columns a raw input must have; any other columns are carried through unchanged."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
     return StructType(
         [
             StructField(id_col, StringType(), nullable=True),
@@ -45,28 +51,22 @@ RAW_LINE = "raw_line"
 # would clash with them in rejected/ or duplicates/.
 OUTPUT_COLUMNS = frozenset({REJECT_REASON, REJECT_STAGE, SOURCE_FILE, SOURCE_LINE, RAW_LINE})
 
-DUPLICATES = StructType(
-    [
-        StructField(DOC_ID, StringType(), nullable=False),
-        StructField(CLUSTER_ID, StringType(), nullable=False),
-        StructField(DUP_STAGE, StringType(), nullable=False),
-        StructField(KEPT, BooleanType(), nullable=False),
-    ]
-)
 
+def __getattr__(name: str) -> StructType:
+    # DUPLICATES, the duplicates table's Spark schema, is built on first use: the names above
+    # are read by commands that never start Spark (`corpusclean report`), and importing
+    # pyspark would add its start-up time to theirs.
+    if name != "DUPLICATES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
-def missing_required(schema: StructType, required: StructType) -> list[str]:
-    """Names of required columns absent from `schema`."""
-    names = set(schema.fieldNames())
-    return [f.name for f in required.fields if f.name not in names]
-
-
-def wrong_types(schema: StructType, required: StructType) -> list[tuple[str, DataType, DataType]]:
-    """(column, found, expected) for required columns present with another type (by kind:
-    a collated string is a string)."""
-    found = {f.name: f.dataType for f in schema.fields}
-    return [
-        (f.name, found[f.name], f.dataType)
-        for f in required.fields
-        if f.name in found and not isinstance(found[f.name], type(f.dataType))
-    ]
+    schema = StructType(
+        [
+            StructField(DOC_ID, StringType(), nullable=False),
+            StructField(CLUSTER_ID, StringType(), nullable=False),
+            StructField(DUP_STAGE, StringType(), nullable=False),
+            StructField(KEPT, BooleanType(), nullable=False),
+        ]
+    )
+    globals()[name] = schema
+    return schema

@@ -55,11 +55,21 @@ from pyspark.sql.types import BinaryType, DoubleType, LongType, StructField, Str
 from corpusclean.errors import ConfigError, InputError
 from corpusclean.jobs.audit import expectations as native
 from corpusclean.pipelines.content import bad_char_counts, content_hashes
+from corpusclean.schemas import (
+    CLUSTER_ID,
+    DEFAULT_ID_COLUMN,
+    DEFAULT_TEXT_COLUMN,
+    DOC_ID,
+    DUP_STAGE,
+    KEPT,
+)
 
 SEVERITIES = ("critical", "warning", "info")
 FRAMES = ("docs", "run", "missing")
-ID = "doc_id"
-TEXT = "text"
+# The id and text columns as the suites name them (`docs_frame` renames the configured ones
+# to these): the names an input has under the default config.
+ID = DEFAULT_ID_COLUMN
+TEXT = DEFAULT_TEXT_COLUMN
 DERIVED = ("_norm_hash", "_bad_char_ratio", "_removed_in")
 # The frame name of the checks that run on a `precomputed` frame.
 PRECOMPUTED = "precomputed"
@@ -381,9 +391,9 @@ def docs_frame(
         # A loser that shares its survivor's id (the doc_id stage's groups) is no removed
         # document: doc_id uniqueness is checked on its own.
         removed = (
-            duplicates.where(~F.col("kept") & (F.col("doc_id") != F.col("cluster_id")))
-            .groupBy(F.col("doc_id").alias("_dup_doc_id"))
-            .agg(F.min("stage").alias("_removed_in"))
+            duplicates.where(~F.col(KEPT) & (F.col(DOC_ID) != F.col(CLUSTER_ID)))
+            .groupBy(F.col(DOC_ID).alias("_dup_doc_id"))
+            .agg(F.min(DUP_STAGE).alias("_removed_in"))
         )
         out = out.join(removed, out[ID] == removed["_dup_doc_id"], "left").drop("_dup_doc_id")
     return out

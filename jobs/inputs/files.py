@@ -31,6 +31,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
+from corpusclean import schemas
 from corpusclean.errors import InputError
 from corpusclean.jobs.inputs.paths import is_remote, local_files
 from corpusclean.jobs.runtime import log
@@ -40,14 +41,12 @@ from corpusclean.pipelines.columns import (
     CORRUPT,
     RAW_LINE,
     SOURCE_FILE,
-    quoted,
     reserved_in,
 )
 
 JOB = "clean"
 # The columns read_input adds for JSON Lines, next to the input's own.
 LINE_COLUMNS = (BAD_LINE, SOURCE_FILE, RAW_LINE)
-BAD_REASONS = ("invalid_utf8", "not_an_object", "malformed_json", "multiple_objects")
 _GLOB = re.compile(r"([\\{}\[\]*?])")
 _PARQUET_NAMES = (".parquet", ".parq")
 
@@ -376,8 +375,8 @@ def bad_line_rows(spark: SparkSession, bad: DataFrame, work: Path) -> DataFrame:
     )
     groups = bad.groupBy(F.col(SOURCE_FILE).alias("uri"), md5).agg(
         F.count(F.lit(1)).alias("n"),
-        F.min(F.col(BAD_LINE)).alias("reject_reason"),
-        F.min(F.make_valid_utf8(F.col(RAW_LINE))).alias("raw_line"),
+        F.min(F.col(BAD_LINE)).alias(schemas.REJECT_REASON),
+        F.min(F.make_valid_utf8(F.col(RAW_LINE))).alias(schemas.RAW_LINE),
     )
     lines = F.when(F.size(F.col("lines")) == F.col("n"), F.col("lines")).otherwise(
         F.array_repeat(F.lit(None).cast("long"), F.col("n").cast("int"))
@@ -386,12 +385,12 @@ def bad_line_rows(spark: SparkSession, bad: DataFrame, work: Path) -> DataFrame:
     return (
         groups.join(numbers, ["uri", "md5"], "left")
         .select(
-            path_of(F.col("uri")).alias("source_file"),
-            F.explode(lines).alias("source_line"),
-            F.col("reject_reason"),
-            F.col("raw_line"),
+            path_of(F.col("uri")).alias(schemas.SOURCE_FILE),
+            F.explode(lines).alias(schemas.SOURCE_LINE),
+            F.col(schemas.REJECT_REASON),
+            F.col(schemas.RAW_LINE),
         )
-        .select("source_file", "source_line", "reject_reason", "raw_line")
+        .select(schemas.SOURCE_FILE, schemas.SOURCE_LINE, schemas.REJECT_REASON, schemas.RAW_LINE)
     )
 
 
@@ -431,8 +430,3 @@ def explain_read_error(exc: BaseException) -> InputError | None:
     else:
         what = f"{kind.rsplit('.', 1)[-1]}: {message.strip()[:200]}" if kind else "unreadable"
     return InputError(f"input file {path} cannot be read: {what}; replace or remove it")
-
-
-def quoted_columns(names: list[str]) -> list[Any]:
-    """Spark column references for `names`, dots and backticks in them taken literally."""
-    return [F.col(quoted(n)) for n in names]

@@ -27,6 +27,7 @@ from corpusclean.jobs.inputs.files import (
 )
 from corpusclean.jobs.inputs.paths import check_output_vs_input, detect_format
 from corpusclean.pipelines.columns import CLEAN_RESERVED, SCORE_PREFIX, reserved_in
+from corpusclean.schemas import raw_docs_required
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -93,10 +94,13 @@ def reserved_message(path: str, name: str) -> str:
     )
 
 
-def _is_string(dtype: Any) -> bool:
+def _is_kind(dtype: Any, expected: DataType) -> bool:
+    """`dtype` (Spark or Arrow) is of `expected`'s kind: a collated string is a string."""
     if isinstance(dtype, DataType):
-        return isinstance(dtype, StringType)
-    return bool(pa_types.is_string(dtype) or pa_types.is_large_string(dtype))
+        return isinstance(dtype, type(expected))
+    if isinstance(expected, StringType):
+        return bool(pa_types.is_string(dtype) or pa_types.is_large_string(dtype))
+    return False
 
 
 def _type_name(dtype: Any) -> str:
@@ -104,18 +108,21 @@ def _type_name(dtype: Any) -> str:
 
 
 def check_roles(path: str, fields: Mapping[str, Any], id_col: str, text_col: str) -> None:
-    """The id and text columns exist and hold strings (`fields`: name -> a Spark or an Arrow
-    type, so the same check runs on Parquet footers and on Spark's schema)."""
+    """The raw-docs contract's columns (`raw_docs_required`: the id and the text) exist and
+    are of its types (`fields`: name -> a Spark or an Arrow type, so the same check runs on
+    Parquet footers and on Spark's schema)."""
     have = ", ".join(fields) or "none"
-    for key, name in (("columns.id", id_col), ("columns.text", text_col)):
+    required = raw_docs_required(id_col, text_col).fields
+    for key, field in zip(("columns.id", "columns.text"), required, strict=True):
+        name = field.name
         if name not in fields:
             raise InputError(
                 f"input {path} has no column {name!r} (its columns: {have}); set {key}=NAME"
             )
-        if not _is_string(fields[name]):
+        if not _is_kind(fields[name], field.dataType):
             raise InputError(
-                f"input {path}: column {name!r} ({key}) must be a string, "
-                f"found {_type_name(fields[name])}"
+                f"input {path}: column {name!r} ({key}) must be a "
+                f"{field.dataType.simpleString()}, found {_type_name(fields[name])}"
             )
 
 

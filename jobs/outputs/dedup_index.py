@@ -44,7 +44,8 @@ from corpusclean.jobs.inputs.paths import is_remote
 from corpusclean.jobs.runtime.atomic import write_json_atomic
 from corpusclean.pipelines.columns import BANDS, MINHASH, NORM_HASH, ROW_ID, quoted
 from corpusclean.pipelines.minhash import MinHashParams
-from corpusclean.pipelines.prior import BAND, DOC_ID, HASH, IX, KEY, SIG, PriorIndex
+from corpusclean.pipelines.prior import BAND, DOC_ID, HASH, IX, KEY, SIG, TEXT, PriorIndex
+from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 FORMAT = "corpusclean-dedup-index"
 FORMAT_VERSION = 1
@@ -325,9 +326,10 @@ def _texts(spark: SparkSession, index: OpenedIndex) -> DataFrame | None:
         if not local.exists():
             return None
         path = str(local.resolve())
-    id_col, text_col = str(texts.get("id", "doc_id")), str(texts.get("text", "text"))
+    id_col = str(texts.get("id", DEFAULT_ID_COLUMN))
+    text_col = str(texts.get("text", DEFAULT_TEXT_COLUMN))
     # Given, not inferred: inferring a JSON Lines schema would scan the whole old corpus.
     schema = StructType([StructField(id_col, StringType()), StructField(text_col, StringType())])
     reader = spark.read.schema(schema)
     frame = reader.parquet(path) if texts.get("format") == "parquet" else reader.json(path)
-    return frame.select(F.col(quoted(id_col)).alias(DOC_ID), F.col(quoted(text_col)).alias("text"))
+    return frame.select(F.col(quoted(id_col)).alias(DOC_ID), F.col(quoted(text_col)).alias(TEXT))

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-BLUE, RED, GREY, GREEN, LIGHT = "#2e86c1", "#c0392b", "#7f8c8d", "#1e8449", "#aed6f1"
+BLUE, RED, GREY, GREEN = "#2e86c1", "#c0392b", "#7f8c8d", "#1e8449"
 # Series colours in order (one per dedup stage on the cluster chart, by its place in the run).
 SERIES = (GREY, GREEN, BLUE, RED, "#8e44ad", "#d68910")
 _WIDTH = 7.2  # inches at 96 dpi: about the page's 60em column

@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpusclean.schemas import CLUSTER_ID, DOC_ID, DUP_STAGE, KEPT, REJECT_REASON
+
 # A text in the report is cut here (with a mark): enough to judge a document, small enough
 # that a page with forty of them stays light.
 PREVIEW_CHARS = 1200
@@ -131,15 +133,15 @@ def _table(folder: Path, columns: list[str]) -> pa.Table | None:
 def clusters(out: Path, id_col: str, text_col: str) -> dict[str, Any]:
     """Per dedup stage of duplicates/: how many clusters have each size, and the largest
     clusters with their survivor's text (None where a later stage removed the survivor)."""
-    dup = _table(out / "duplicates", ["doc_id", "cluster_id", "stage", "kept"])
+    dup = _table(out / "duplicates", [DOC_ID, CLUSTER_ID, DUP_STAGE, KEPT])
     if dup is None or dup.num_rows == 0:
         return {"clusters": {}, "exact": []}
-    counts = dup.group_by(["stage", "cluster_id"]).aggregate([("doc_id", "count")])
+    counts = dup.group_by([DUP_STAGE, CLUSTER_ID]).aggregate([(DOC_ID, "count")])
     per_stage: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for stage, cid, n in zip(
-        counts["stage"].to_pylist(),
-        counts["cluster_id"].to_pylist(),
-        counts["doc_id_count"].to_pylist(),
+        counts[DUP_STAGE].to_pylist(),
+        counts[CLUSTER_ID].to_pylist(),
+        counts[f"{DOC_ID}_count"].to_pylist(),
         strict=True,
     ):
         per_stage[stage].append((cid, int(n)))
@@ -172,12 +174,12 @@ def clusters(out: Path, id_col: str, text_col: str) -> dict[str, Any]:
 
 def _exact_samples(dup: pa.Table) -> list[dict[str, Any]]:
     """A few exact-duplicate groups: the survivor's id and the removed copies' ids."""
-    exact = dup.filter(pc.equal(dup["stage"], "exact"))
+    exact = dup.filter(pc.equal(dup[DUP_STAGE], "exact"))
     groups: dict[str, list[str]] = defaultdict(list)
     for doc_id, cid, kept in zip(
-        exact["doc_id"].to_pylist(),
-        exact["cluster_id"].to_pylist(),
-        exact["kept"].to_pylist(),
+        exact[DOC_ID].to_pylist(),
+        exact[CLUSTER_ID].to_pylist(),
+        exact[KEPT].to_pylist(),
         strict=True,
     ):
         if not kept:
@@ -194,14 +196,14 @@ def rejected(out: Path, id_col: str, text_col: str) -> dict[str, list[dict[str, 
     for f, path in enumerate(files):
         pf = pq.ParquetFile(path)
         names = pf.schema_arrow.names
-        if "reject_reason" not in names:
+        if REJECT_REASON not in names:
             return {}
         for group in range(pf.num_row_groups):
-            cols = [c for c in ("reject_reason", id_col) if c in names]
+            cols = [c for c in (REJECT_REASON, id_col) if c in names]
             part = pf.read_row_group(group, columns=cols)
             ids = part[id_col].to_pylist() if id_col in names else [None] * part.num_rows
             for row, (reason, doc_id) in enumerate(
-                zip(part["reject_reason"].to_pylist(), ids, strict=True)
+                zip(part[REJECT_REASON].to_pylist(), ids, strict=True)
             ):
                 key = _order(f"{doc_id}" if doc_id is not None else f"{path.name}:{group}:{row}")
                 places[str(reason)].append((key, f, group, row))

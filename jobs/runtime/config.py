@@ -36,6 +36,7 @@ from corpusclean.pipelines.base import (
     check_order,
     load_steps,
 )
+from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -79,8 +80,8 @@ class InputSection(Section):
 
 
 class ColumnsSection(Section):
-    id: str = "doc_id"
-    text: str = "text"
+    id: str = DEFAULT_ID_COLUMN
+    text: str = DEFAULT_TEXT_COLUMN
     timestamp: str = "timestamp"
 
 

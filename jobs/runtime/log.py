@@ -48,11 +48,6 @@ def set_level(value: str | int) -> int:
     return previous
 
 
-def get_level() -> int:
-    """The current level (INFO unless -q, -v or --log-level changed it)."""
-    return _level
-
-
 def enabled(level: int) -> bool:
     """True when a line of `level` would be printed."""
     return level >= _level

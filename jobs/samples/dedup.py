@@ -454,8 +454,3 @@ def _write_jsonl(table: pa.Table, path: Path) -> None:
             if row.get("timestamp") is not None:
                 row["timestamp"] = row["timestamp"].isoformat()
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
-def read_truth(path: str | Path) -> pa.Table:
-    """The ground-truth table written beside a sample corpus."""
-    return pq.read_table(Path(path) / TRUTH_FILE)

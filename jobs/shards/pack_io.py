@@ -88,6 +88,7 @@ from corpusclean.jobs.shards.card import CARD
 from corpusclean.jobs.shards.integrity import file_sha256
 from corpusclean.jobs.shards.staging import Staging, open_staging, owner, repair
 from corpusclean.pipelines.arrowbuf import as_binary, binary_array, value_buffers
+from corpusclean.pipelines.columns import FILE, JSON, LINE, ROW, TXT, UNIT
 from corpusclean.pipelines.shards import (
     BLOCK,
     RECORD,
@@ -100,6 +101,7 @@ from corpusclean.pipelines.shards import (
     safe_keys,
     ustar_headers,
 )
+from corpusclean.schemas import DEFAULT_TEXT_COLUMN
 from corpusclean.testhook import hold
 
 JOB = "pack"
@@ -225,14 +227,6 @@ class TarShardWriter:
         self._file.write(data)
         self._sha.update(data)
         self.offset += memoryview(data).nbytes
-
-    def add_sample(self, key: str, members: Sequence[tuple[str, bytes]], ndocs: int = 1) -> None:
-        """Append one sample: a member `{key}.{ext}` for each (ext, data)."""
-        self.add_samples(
-            pa.array([key.encode("ascii")], pa.binary()),
-            [(ext, pa.array([data], pa.binary())) for ext, data in members],
-            ndocs,
-        )
 
     def add_samples(
         self, keys: pa.Array, members: Sequence[tuple[str, pa.Array]], ndocs: int | None = None
@@ -461,7 +455,7 @@ class UnitWriteSpec:
     id_col: str
     capacity: int
     files: tuple[str, ...] = ()
-    text_col: str = "text"
+    text_col: str = DEFAULT_TEXT_COLUMN
     skip: frozenset[tuple[int, int]] = field(default_factory=frozenset)
 
 
@@ -530,7 +524,7 @@ class _Unit:
 
     def _check_rows(self, batch: pa.RecordBatch) -> None:
         # A file split over two tasks would have two writers of one unit: refuse it.
-        rows = batch.column("_row").to_numpy(zero_copy_only=False)
+        rows = batch.column(ROW).to_numpy(zero_copy_only=False)
         if rows[0] != self.docs or (len(rows) > 1 and not (np.diff(rows) == 1).all()):
             raise ValueError(
                 f"input file {self.file} reached its task out of row order (rows from "
@@ -543,7 +537,7 @@ class _Unit:
         if self.file is not None:
             self._check_rows(batch)
         if self.spec.docs_per_sample > 1:
-            lines = batch.column("_line")
+            lines = batch.column(LINE)
             share = -(-SAMPLE_OVERHEAD // self.spec.docs_per_sample)
             return [lines], np.diff(value_buffers(lines)[0]) + share
         if self.reader is not None:
@@ -553,8 +547,8 @@ class _Unit:
             if text.null_count:
                 text = pc.fill_null(text, "")
         else:
-            text = batch.column("_txt")
-        meta = batch.column("_json")
+            text = batch.column(TXT)
+        meta = batch.column(JSON)
         sizes = 2 * BLOCK + sum(
             padded_sizes(np.diff(value_buffers(col)[0])) for col in (text, meta)
         )
@@ -639,7 +633,7 @@ def _unit_runs(
     taken as one unit. With input files (`by_path`), a batch must come from one planned file.
     """
     if by_path:
-        names = batch.column("_file")
+        names = batch.column(FILE)
         path = os.path.realpath(_file_of(names[0].as_py()))
         if names[len(names) - 1].as_py() != names[0].as_py() or path not in by_path:
             raise ValueError(
@@ -648,7 +642,7 @@ def _unit_runs(
             )
         yield by_path[path], path, batch
         return
-    units = batch.column("_unit").to_numpy(zero_copy_only=False)
+    units = batch.column(UNIT).to_numpy(zero_copy_only=False)
     starts = np.concatenate(([0], np.flatnonzero(units[1:] != units[:-1]) + 1))
     ends = np.append(starts[1:], len(units))
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):

@@ -20,7 +20,6 @@ two shards.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import zlib
@@ -371,8 +370,3 @@ def iter_shards(
     """The samples of several shards in order; a sample never spans two shards."""
     for path in paths:
         yield from iter_samples(path, chunk_size=chunk_size, suffixes=suffixes)
-
-
-def read_all(data: bytes) -> list[dict[str, Any]]:
-    """All samples of an in-memory tar archive (convenient in tests and tools)."""
-    return list(iter_samples(io.BytesIO(data)))

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.samples.dedup import generate, read_truth
+from corpusclean.jobs.samples.dedup import TRUTH_FILE, generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -67,7 +67,7 @@ def test_passing_run_publishes_everything(spark, corpus: Path, tmp_path: Path, c
     assert data.num_rows == report["output_rows"]
     ids = data["doc_id"].to_pylist()
     assert len(ids) == len(set(ids)), "one row per doc_id"
-    truth = read_truth(corpus)
+    truth = pq.read_table(corpus / TRUTH_FILE)
     junk_ids = set(truth.filter(pc.equal(truth["kind"], "junk"))["doc_id"].to_pylist()) - {None}
     assert not junk_ids & set(ids)
     rejected = _rows(out / "rejected")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.jobs import clean
-from corpusclean.jobs.samples.dedup import generate, read_truth
+from corpusclean.jobs.samples.dedup import TRUTH_FILE, generate
 from corpusclean.pipelines.minhash import exact_jaccard
 from corpusclean.pipelines.near_dedup import NearDedupParams
 
@@ -48,7 +49,7 @@ def test_injected_near_duplicates_are_found(spark, corpus: Path, tmp_path: Path)
         if r["doc_id"] and r["text"] and len(r["text"]) > len(texts.get(r["doc_id"], "")):
             texts[r["doc_id"]] = r["text"]
     params = NearDedupParams().minhash
-    truth = read_truth(corpus).to_pylist()
+    truth = pq.read_table(corpus / TRUTH_FILE).to_pylist()
     found = missed = false_pos = 0
     for row in truth:
         if row["kind"] != "near":

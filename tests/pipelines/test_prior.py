@@ -93,3 +93,13 @@ def test_lookup_returns_the_rows_of_its_keys(spark, dtype: str, values: list) ->
     df = spark.createDataFrame([(k, i) for i, k in enumerate(ids)], f"k {dtype}, v long")
     got = sorted(r["k"] for r in lookup(spark, df, "k", values).collect())
     assert got == sorted(values)
+
+
+def test_prior_nodes_are_negative_and_distinct_per_index(spark) -> None:
+    """A prior document's node in near-dedup's graph never meets a batch row's id (a row id,
+    never negative) nor a node of another index."""
+    ixs = spark.createDataFrame([(0,), (1,), (2**40,)], "ix long")
+    order = range(3)
+    nodes = ixs.select(*[_prior(spark, f"p{o}", o, []).node(F.col("ix")) for o in order])
+    found = {n for row in nodes.collect() for n in row}
+    assert len(found) == 9 and max(found) < 0

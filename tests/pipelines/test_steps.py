@@ -6,7 +6,7 @@ import datetime as dt
 
 import pyspark.sql.functions as F
 import pytest
-from pyspark.sql import Row
+from pyspark.sql import DataFrame, Row
 from pyspark.testing import assertDataFrameEqual
 
 from corpusclean.pipelines.base import Roles
@@ -17,15 +17,14 @@ from corpusclean.pipelines.dedup import (
     build_duplicates_table,
     mark_doc_id_duplicates,
     mark_exact_duplicates,
-    start_stages,
     survivor_order,
 )
 from corpusclean.pipelines.missing import (
-    compute_missing_stats,
     impute_with_medians,
+    missing_value_aggregates,
     summarise_missing,
 )
-from corpusclean.pipelines.rules import mark_row_rules
+from corpusclean.pipelines.rules import RowRules, RulesParams
 
 pytestmark = pytest.mark.spark
 
@@ -44,7 +43,8 @@ def test_row_rules_mark_the_first_reason(spark) -> None:
         ],
         "doc_id string, text string, q double",
     )
-    out = mark_row_rules(df, "doc_id", "text", 10, 30, ["q"])
+    rules = RowRules(RulesParams(min_chars=10, max_chars=30), Roles(required=("q",)))
+    out = df.withColumn("_reject_reason", rules.reason())
     reasons = [r["_reject_reason"] for r in out.orderBy(F.col("text").desc()).collect()]
     got = {r["doc_id"]: r["_reject_reason"] for r in out.collect()}
     assert got["a"] is None
@@ -54,6 +54,11 @@ def test_row_rules_mark_the_first_reason(spark) -> None:
     assert got["e"] == "too_long"
     assert got["f"] == "null_q"
     assert sorted(r for r in reasons if r in ("null_id", "blank_id")) == ["blank_id", "null_id"]
+
+
+def start_stages(df: DataFrame) -> DataFrame:
+    """`_stage` as the job's read pass leaves it: `rules` on rows with a reject reason."""
+    return df.withColumn("_stage", F.when(F.col("_reject_reason").isNotNull(), F.lit("rules")))
 
 
 def _frame(spark, rows):
@@ -188,7 +193,7 @@ def test_missing_stats_and_median_imputation(spark) -> None:
         [("a", 1.0, ""), ("b", None, None), ("c", 3.0, " "), ("d", 5.0, "x")],
         "doc_id string, q double, note string",
     )
-    row = compute_missing_stats(df, ["q"]).first().asDict()
+    row = df.agg(*missing_value_aggregates(df.schema, ["q"])).first().asDict()
     cols = summarise_missing(row, df.schema, review_threshold=0.3)
     assert cols["q"]["null_rate"] == pytest.approx(0.25)
     assert cols["note"]["null_rate"] == pytest.approx(0.25)

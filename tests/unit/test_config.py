@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from corpusclean.errors import ConfigError
+from corpusclean.jobs.bench import BenchConfig
+from corpusclean.jobs.pack import PackConfig
 from corpusclean.jobs.runtime.config import (
     CleanConfig,
     dump_config,
@@ -45,6 +48,36 @@ def test_the_yaml_holds_the_parameter_models_defaults() -> None:
     # The models own the defaults; conf/default.yaml repeats them with their reasons.
     assert CleanConfig.model_validate(_default_yaml()) == CleanConfig()
     assert load_config(CleanConfig, "default").resolved() == CleanConfig().resolved()
+
+
+# The other jobs' configs, each loaded from its own conf/<name>.yaml by `load_config`.
+JOB_CONFIGS = [
+    pytest.param(PackConfig, "pack", id="pack"),
+    pytest.param(BenchConfig, "bench", id="bench"),
+]
+
+
+def _job_yaml(name: str) -> dict:
+    return yaml.safe_load(Path(__file__).parents[2].joinpath("conf", f"{name}.yaml").read_text())
+
+
+@pytest.mark.parametrize(("model", "name"), JOB_CONFIGS)
+def test_every_key_of_a_jobs_model_is_documented_in_its_yaml(
+    model: type[BaseModel], name: str
+) -> None:
+    data = _job_yaml(name)
+    defaults = model().model_dump(mode="json")
+    assert set(data) == set(defaults)
+    for section, keys in defaults.items():
+        if isinstance(keys, dict) and section != "spark":
+            assert set(data[section]) == set(keys), section
+
+
+@pytest.mark.parametrize(("model", "name"), JOB_CONFIGS)
+def test_a_jobs_yaml_holds_its_models_defaults(model: type[BaseModel], name: str) -> None:
+    # As for clean: the models own the defaults; the yaml repeats them with their reasons.
+    assert model.model_validate(_job_yaml(name)) == model()
+    assert load_config(model, name) == model()
 
 
 def test_a_stage_section_holds_only_its_own_model() -> None:

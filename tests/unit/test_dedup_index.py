@@ -19,7 +19,6 @@ from corpusclean.jobs.outputs.dedup_index import (
     read_params,
 )
 from corpusclean.pipelines.minhash import MinHashParams
-from corpusclean.pipelines.prior import prior_node
 
 RUN = MinHashParams(
     num_perm=128, seed=42, tokenizer="auto", ngram=5, char_ngram=5, bands=16, rows=8
@@ -98,8 +97,3 @@ def test_unreadable_params_are_one_line_errors(tmp_path: Path, text: str, words:
     with pytest.raises(InputError, match=words) as info:
         read_params("X", tmp_path)
     assert "\n" not in str(info.value)
-
-
-def test_prior_nodes_are_negative_and_distinct_per_index() -> None:
-    nodes = {prior_node(order, ix) for order in range(3) for ix in (0, 1, 2**40)}
-    assert len(nodes) == 9 and max(nodes) < 0

@@ -1,4 +1,4 @@
-"""jobs/inputs/files.py without Spark: paths, footers, checksums, line numbers."""
+"""jobs/inputs/ without Spark: paths, footers, checksums, line numbers, the raw-docs contract."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql.types import LongType, StringType
 
 from corpusclean.errors import InputError
 from corpusclean.jobs.inputs.files import (
@@ -19,6 +20,7 @@ from corpusclean.jobs.inputs.files import (
     plan_input,
 )
 from corpusclean.jobs.inputs.paths import local_files
+from corpusclean.jobs.inputs.read import check_roles
 from corpusclean.pipelines.columns import CLEAN_RESERVED, PACK_RESERVED, quoted
 
 
@@ -83,3 +85,19 @@ def test_spark_read_errors_become_one_line() -> None:
     assert err is not None and str(err).startswith("input file /data/in/b.jsonl.gz cannot be read")
     assert "truncated" in str(err) and "\n" not in str(err)
     assert explain_read_error(RuntimeError("something else")) is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"doc_id": pa.string(), "text": pa.large_string(), "n": pa.int64()},
+        {"doc_id": StringType(), "text": StringType("UTF8_LCASE"), "n": LongType()},
+    ],
+    ids=["footer", "spark"],
+)
+def test_the_id_and_text_columns_must_be_strings(fields: dict[str, object]) -> None:
+    check_roles("in", fields, "doc_id", "text")
+    with pytest.raises(InputError, match=r"no column 'body' .*; set columns.text=NAME"):
+        check_roles("in", fields, "doc_id", "body")
+    with pytest.raises(InputError, match=r"column 'n' \(columns.id\) must be a string, found"):
+        check_roles("in", fields, "n", "text")

@@ -85,7 +85,7 @@ def test_every_job_parser_takes_q_v_and_log_level(
     captured = capsys.readouterr()
     assert captured.out == '{"machine": "output"}\n', "stdout holds only the machine output"
     assert _lines(captured.err) == [f"[demo-job] {s}" for s in shown]
-    assert log.get_level() == log.INFO, "the level is restored when the job returns"
+    assert log.enabled(log.INFO) and not log.enabled(log.DEBUG), "the level is restored"
 
 
 def test_a_nested_job_without_options_keeps_the_callers_level(

@@ -82,6 +82,26 @@ def test_clean_docs_has_the_default_checks_with_their_severities() -> None:
     assert by_name["no_exact_duplicates"].column == "text"
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_suites_name_only_the_columns_the_audit_gives_them(name: str) -> None:
+    """The suites cannot import the names: every column they read is one the audit's frames
+    hold under that name (`docs_frame` renames the configured id and text to quality.ID and
+    TEXT); none names a duplicates/ or rejected/ column, whose names live in schemas/."""
+    raw = json.loads(resources.files("corpusclean.schemas").joinpath(f"{name}.json").read_text())
+    frames = {
+        "docs": {quality.ID, quality.TEXT, *quality.DERIVED},
+        "run": set(quality.run_frame(1, 1).columns),
+        "missing": set(quality.missing_frame({}).columns),
+    }
+    for exp in raw["expectations"]:
+        meta, kwargs = exp["meta"], exp["kwargs"]
+        named = set(kwargs.get("column_set", [])) | ({kwargs.get("column")} - {None})
+        allowed = frames[meta.get("frame", "docs")] | {meta.get("optional_column")}
+        assert named <= allowed, (meta["name"], named - allowed)
+        if meta["name"] == "required_columns":
+            assert set(kwargs["column_set"]) == {quality.ID, quality.TEXT}
+
+
 ENGINES = [pytest.param("gx", marks=pytest.mark.gx), "spark"]
 
 

@@ -71,3 +71,15 @@ def test_a_preview_holds_a_batch_of_texts_not_the_row_group(tmp_path: Path) -> N
     assert got["found"] == ["d00007", "d11990"]
     assert len(got["rejected"]) == 2
     assert got["peak"] < 32 << 20, got["peak"]
+
+
+def test_the_report_command_never_imports_pyspark() -> None:
+    """`corpusclean report` reads files with pyarrow; the output's column names come from
+    schemas/, which must not pull Spark's start-up cost into the command."""
+    code = (
+        "import sys\n"
+        "import corpusclean.jobs.report\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpusclean.errors import InputError
-from corpusclean.jobs.samples.dedup import TRUTH_FILE, generate, read_truth
+from corpusclean.jobs.samples.dedup import TRUTH_FILE, generate
 
 
 def _digest(folder: Path) -> str:
@@ -34,7 +34,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
 def test_mix_lengths_metadata_and_truth(tmp_path: Path) -> None:
     summary = generate(tmp_path / "s", 5_000, seed=1)
     data = pq.read_table(tmp_path / "s" / "part-00000.parquet")
-    truth = read_truth(tmp_path / "s")
+    truth = pq.read_table(tmp_path / "s" / TRUTH_FILE)
     assert data.num_rows == truth.num_rows == 5_000
     assert data["doc_id"].to_pylist() == truth["doc_id"].to_pylist()
     kinds = summary["kinds"]
@@ -61,7 +61,7 @@ def test_exact_copies_normalise_to_their_original(tmp_path: Path) -> None:
 
     generate(tmp_path / "s", 1_000, seed=2)
     data = pq.read_table(tmp_path / "s" / "part-00000.parquet")
-    truth = read_truth(tmp_path / "s")
+    truth = pq.read_table(tmp_path / "s" / TRUTH_FILE)
     text = dict(zip(data["doc_id"].to_pylist(), data["text"].to_pylist(), strict=True))
     exact = truth.filter(pc.equal(truth["kind"], "exact")).to_pylist()
     assert exact

@@ -114,7 +114,7 @@ def test_grouping_rules_match_webdataset():
             ("a.txt", b"again"),  # same key, not consecutive: a new sample
         ]
     )
-    samples = [_strip(s) for s in tario.read_all(data)]
+    samples = [_strip(s) for s in tario.iter_samples(io.BytesIO(data))]
     assert samples == [
         {"__key__": "a", "txt": b"1", "json": b"2"},
         {"__key__": "dir.v2/b", "tar.gz": b"3"},
@@ -132,7 +132,7 @@ def test_a_sample_never_spans_two_shards(tmp_path):
 def test_duplicate_extension_in_a_sample_is_an_error():
     data = _tar([("k.txt", b"1"), ("k.txt", b"2")])
     with pytest.raises(ValueError, match="duplicate"):
-        tario.read_all(data)
+        list(tario.iter_samples(io.BytesIO(data)))
 
 
 def test_suffixes_select_members():
