@@ -47,10 +47,6 @@ REJECT_STAGE = "reject_stage"
 SOURCE_FILE = "source_file"
 SOURCE_LINE = "source_line"
 RAW_LINE = "raw_line"
-# Names the output contract adds next to the input's columns: an input column of such a name
-# would clash with them in rejected/ or duplicates/.
-OUTPUT_COLUMNS = frozenset({REJECT_REASON, REJECT_STAGE, SOURCE_FILE, SOURCE_LINE, RAW_LINE})
-
 
 def __getattr__(name: str) -> StructType:
     # DUPLICATES, the duplicates table's Spark schema, is built on first use: the names above
