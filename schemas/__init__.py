@@ -48,6 +48,7 @@ SOURCE_FILE = "source_file"
 SOURCE_LINE = "source_line"
 RAW_LINE = "raw_line"
 
+
 def __getattr__(name: str) -> StructType:
     # DUPLICATES, the duplicates table's Spark schema, is built on first use: the names above
     # are read by commands that never start Spark (`corpusclean report`), and importing
