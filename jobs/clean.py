@@ -84,7 +84,9 @@ from corpusclean.pipelines.columns import (
     ROW_HASH,
     ROW_ID,
     STAGE,
+    TEXT_BYTES,
     TEXT_LEN,
+    TOKENS,
     quoted,
 )
 from corpusclean.pipelines.content import ReadPass, run_read_pass, spark_fields
@@ -102,9 +104,11 @@ from corpusclean.pipelines.profile import (
     length_histograms,
     outcome_counts,
 )
+from corpusclean.pipelines.tokenizers import TokenCount, load_tokenizer
 from corpusclean.schemas import (
     CLUSTER_ID,
     DOC_ID,
+    N_TOKENS,
     RAW_LINE,
     REJECT_REASON,
     REJECT_STAGE,
@@ -196,6 +200,9 @@ class Run:
     lengths: dict[str, Any] = field(default_factory=dict)
     breakdown: dict[str, Any] = field(default_factory=dict)
     examples: dict[str, Any] = field(default_factory=dict)
+    # With `tokens.tokenizer`: its identity, and report.json's `tokens` (`_token_summary`).
+    tokenizer: dict[str, Any] | None = None
+    tokens: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.pipeline: Pipeline = self.config.pipeline()
@@ -257,6 +264,8 @@ _SAVED = (
     "lengths",
     "breakdown",
     "examples",
+    "tokenizer",
+    "tokens",
 )
 # Checkpoint order: the read pass first, a dedup unit by the stage index it ends before, the
 # staged output last.
@@ -295,6 +304,9 @@ class Preflight:
 
     source: Input
     against: list[OpenedIndex]
+    # The identity of the tokenizer `tokens.tokenizer` names (loaded once here: an unknown
+    # name or a file that is no tokenizer is refused before Spark starts).
+    tokenizer: dict[str, Any] | None = None
 
 
 def preflight(input_path: str, output: str, cfg: CleanConfig) -> Preflight:
@@ -308,7 +320,9 @@ def preflight(input_path: str, output: str, cfg: CleanConfig) -> Preflight:
     check_output(output, JOB)
     # A mismatched or damaged index is one line, before anything is written.
     against = open_indexes(cfg.dedup.against, cfg.pipeline().signature_params(), output)
-    return Preflight(source, against)
+    spec = cfg.tokens.spec()
+    tokenizer = None if spec is None else load_tokenizer(spec).identity()
+    return Preflight(source, against, tokenizer)
 
 
 def clean(
@@ -336,6 +350,7 @@ def clean(
             run = Run(staged_run.run_id, input_path, str(Path(output).absolute()), cfg, spark=spark)
             run.checkpoints = staging.checkpoints
             run.against = against
+            run.tokenizer = checked.tokenizer
             signatures = run.pipeline.signature_params() is not None
             priors = [prior_frames(spark, idx, i, signatures) for i, idx in enumerate(against)]
             for step in run.pipeline.dedups:
@@ -466,12 +481,15 @@ def _mark(run: Run, raw: DataFrame, source: Input) -> Frames:
 _FEATURES = "features"
 
 
-def _read_spec(pipe: Pipeline, text_col: str, audit: bool) -> ReadPass:
-    """The read pass of the enabled stages: their scorers and their text features, and the
-    bad-character counts when the audit will read them."""
-    return ReadPass(
-        text_col, tuple(pipe.scorers()), tuple(pipe.text_features()), audit, refused_text=True
-    )
+def _read_spec(pipe: Pipeline, text_col: str, audit: bool, cfg: CleanConfig) -> ReadPass:
+    """The read pass of the enabled stages: their scorers and their text features, the
+    bad-character counts when the audit will read them, and each document's tokens when
+    `tokens.tokenizer` names a tokenizer."""
+    features = list(pipe.text_features())
+    spec = cfg.tokens.spec()
+    if spec is not None:
+        features.append(TokenCount(spec))
+    return ReadPass(text_col, tuple(pipe.scorers()), tuple(features), audit, refused_text=True)
 
 
 def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> DataFrame | None:
@@ -484,7 +502,7 @@ def _read_pass(spark: SparkSession, run: Run, frames: Frames, work: Path) -> Dat
     aggregates = missing_value_aggregates(frames.input_schema, median_cols)
     if frames.lines:
         aggregates.append(F.sum(F.col(BAD_LINE).isNotNull().cast("long")).alias(_BAD_LINES))
-    spec = _read_spec(pipe, text_col, cfg.audit.enabled)
+    spec = _read_spec(pipe, text_col, cfg.audit.enabled, cfg)
     reads = [c for f in spec.scorers for c in f.reads() if c != text_col]
     narrow = [id_col, ROW_ID, ROW_HASH, TEXT_LEN, REASON, STAGE, *pipe.order_columns(), *reads]
     narrow += _breakdown_columns(frames)
@@ -721,8 +739,11 @@ def _data_rows(
     `found`, their survivors' as `survivors`, in the same scan."""
     cfg = run.config
     id_col = cfg.columns.id
-    # Scores published beside the document (language ID's, `quality.keep_scores`).
+    # Scores published beside the document (language ID's, `quality.keep_scores`), and each
+    # document's tokens when they are counted.
     published = run.pipeline.published(cfg.quality.keep_scores)
+    if cfg.tokens.tokenizer is not None:
+        published.append((TOKENS, N_TOKENS))
     kept = decisions.filter(F.col(STAGE).isNull()).select(
         ROW_ID, *[F.col(score) for score, _ in published]
     )
@@ -824,6 +845,9 @@ def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> dict[str,
     bucketed = decisions.withColumn(_LENGTH_BUCKET, length_bucket(F.col(TEXT_LEN)))
     picks = _example_picks(run)
     extra = [column.alias(alias) for alias, (_, column) in picks.items()]
+    counting = TOKENS in decisions.columns
+    if counting:
+        extra += [F.sum(TOKENS).alias(_TOKENS), F.sum(TEXT_BYTES).alias(_TOKEN_BYTES)]
     rows = [
         r.asDict(recursive=True)
         for r in outcome_counts(bucketed, REASON, STAGE, [_LENGTH_BUCKET, *by], extra)
@@ -846,6 +870,8 @@ def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> dict[str,
         run.breakdown = {c: {"too_many": f"over {_OUTCOME_ROWS:,} groups"} for c in by}
     else:
         run.breakdown = breakdown(rows, by)
+    if counting:
+        run.tokens = _token_summary(run, rows, by)
     out: dict[str, list[ExamplePick]] = {}
     for alias, (step, _) in picks.items():
         # Every set sees every row: the reason set's groups hold each picked row once.
@@ -855,6 +881,42 @@ def _count_outcomes(run: Run, frames: Frames, decisions: DataFrame) -> dict[str,
             ExamplePick(int(p["rid"]), str(p["doc_id"]), str(p["kept"])) for p in pool
         ]
     return out
+
+
+# The token sums the outcome aggregation carries when clean counts tokens.
+_TOKENS, _TOKEN_BYTES = "__tokens", "__token_bytes"
+
+
+def _token_summary(run: Run, rows: list[dict[str, Any]], by: list[str]) -> dict[str, Any]:
+    """report.json's `tokens`: the tokens of the published documents (exact, BOS/EOS framed as
+    the tokenizing pack writes them), of the documents the filters let through, what each
+    dedup stage removed, the measured UTF-8 bytes per token of the output, and the output's
+    tokens per `lang`/`source` value. From the length buckets' groups, which hold every row."""
+    output = counted = out_bytes = 0
+    removed: dict[str, int] = {}
+    for r in rows:
+        if r["set"] != _LENGTH_BUCKET:
+            continue
+        tokens = int(r.get(_TOKENS) or 0)
+        counted += tokens
+        if r["stage"] is None:
+            output += tokens
+            out_bytes += int(r.get(_TOKEN_BYTES) or 0)
+        elif tokens:
+            removed[r["stage"]] = removed.get(r["stage"], 0) + tokens
+    per: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["set"] in by and r["stage"] is None:
+            value = "(null)" if r["value"] is None else str(r["value"])
+            per.setdefault(r["set"], {})[value] = int(r.get(_TOKENS) or 0)
+    return {
+        "tokenizer": run.tokenizer,
+        "output": output,
+        "counted": counted,
+        "removed": removed,
+        "bytes_per_token": round(out_bytes / output, 4) if output else None,
+        "by": {c: dict(sorted(v.items(), key=lambda kv: -kv[1])) for c, v in per.items()},
+    }
 
 
 def _example_picks(run: Run) -> dict[str, tuple[Dedup, Column]]:
@@ -1123,6 +1185,8 @@ def report_dict(spark: SparkSession, run: Run) -> dict[str, Any]:
     # rows in and out per value of the input's `lang` / `source` with what removed the rest.
     report["lengths"] = run.lengths
     report["breakdown"] = run.breakdown
+    # Exact tokens of the output, when `tokens.tokenizer` names a tokenizer (null otherwise).
+    report["tokens"] = run.tokens
     # Per quality filter (an Arrow scorer): the rows it removed and its scores' distribution
     # over the rows it scored, against each keep-rule bound (quantiles of 1 row in 8).
     report["quality"] = {
@@ -1224,6 +1288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "retention": round(run.output_rows / run.input_rows, 4),
             "removed": run.removed,
         }
+        if run.tokens is not None:
+            summary["output_tokens"] = run.tokens["output"]
         print(json.dumps(summary))
         return 0
 

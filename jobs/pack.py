@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import re
@@ -39,15 +40,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
-from corpusclean.errors import EXIT_OK, EXIT_USAGE, CorpusCleanError, InputError, RejectedError
+from corpusclean.errors import (
+    EXIT_OK,
+    EXIT_USAGE,
+    ConfigError,
+    CorpusCleanError,
+    InputError,
+    RejectedError,
+)
 from corpusclean.jobs.inputs.paths import check_output_vs_input, is_remote, local_files
+from corpusclean.jobs.loadbench.settings import TrainSection
 from corpusclean.jobs.outputs.publish import SUCCESS
-from corpusclean.jobs.runtime.config import Section, SparkSettings, dump_config, load_config
+from corpusclean.jobs.reports.tokens import render_token_html, token_report
+from corpusclean.jobs.runtime.config import (
+    Section,
+    SparkSettings,
+    TokenizerSection,
+    dump_config,
+    load_config,
+)
 from corpusclean.jobs.runtime.failures import disk_full
 from corpusclean.jobs.runtime.log import Timer, described, fmt_rows, info, warn
 from corpusclean.jobs.runtime.log import tasks as task_progress
@@ -57,16 +73,19 @@ from corpusclean.jobs.shards import pack_io
 from corpusclean.jobs.shards.integrity import (
     HashingReader,
     damaged_error,
+    file_sha256,
     read_samples,
     size_problem,
 )
 from corpusclean.jobs.shards.pack_io import (
     FORMAT_VERSION,
     INDEX,
+    ShardLayout,
     committed_parts,
     number_parts,
     open_output,
 )
+from corpusclean.jobs.shards.tokens import TokenWrite
 from corpusclean.pipelines import shards as S
 from corpusclean.pipelines.columns import (
     FILE,
@@ -82,10 +101,15 @@ from corpusclean.pipelines.columns import (
     UNIT,
     reserved_in,
 )
+from corpusclean.pipelines.megatron import read_index
+from corpusclean.pipelines.profile import BREAKDOWN_COLUMNS
+from corpusclean.pipelines.tokenizers import load_tokenizer
 from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 JOB = "pack"
 INDEX_KIND = "wids-shard-index-v1"
+# index.json of Megatron shards: the same layout, but no wids reader takes .bin files.
+MEGATRON_KIND = "corpusclean-megatron-index-v1"
 # Shard bytes one write task takes at most when there are more units than twice the cores:
 # enough to amortise a task's fixed cost, little enough to balance the cores and bound a
 # task's sort (which spills beyond its memory share anyway).
@@ -121,12 +145,60 @@ class PackColumnsSection(Section):
     text: str = DEFAULT_TEXT_COLUMN
 
 
+class PackTokensSection(TokenizerSection):
+    """`tokens.*`: a token pack's tokenizer, shard format and id dtype (conf/pack.yaml)."""
+
+    format: Literal["megatron", "webdataset"] = "megatron"
+    dtype: Literal["auto", "uint16", "int32"] = "auto"
+
+
 class PackConfig(Section):
     """The resolved config of `corpusclean pack`."""
 
     shard: ShardSection = Field(default_factory=ShardSection)
     columns: PackColumnsSection = Field(default_factory=PackColumnsSection)
+    tokens: PackTokensSection = Field(default_factory=PackTokensSection)
+    # The planned run a token pack's report sizes against (conf/bench.yaml's `train`).
+    train: TrainSection = Field(default_factory=TrainSection)
     spark: SparkSettings = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TokenPlan:
+    """A token pack's tokenizer, as loaded on the driver: what the tasks get, what the output
+    records."""
+
+    write: TokenWrite
+    identity: dict[str, Any]
+    vocab_size: int
+
+
+def token_plan(config: PackConfig, columns: Sequence[str] = ()) -> TokenPlan | None:
+    """The token side of a pack (None for text shards): the tokenizer loaded once on the
+    driver, so an unknown name, a file that is no tokenizer or a dtype too small for its
+    vocabulary is refused before anything is written. `columns`: the clean data's, whose
+    `source`/`lang` the report breaks the counts down by."""
+    spec = config.tokens.spec()
+    if spec is None:
+        return None
+    if config.shard.docs_per_sample != 1:
+        raise ConfigError(
+            "a token pack writes one document a sample: set shard.docs_per_sample=1 (or pack "
+            "text without --tokenizer)"
+        )
+    tok = load_tokenizer(spec)
+    dtype = tok.dtype(config.tokens.dtype)
+    roles = (config.columns.id, config.columns.text)
+    breakdown = tuple(c for c in BREAKDOWN_COLUMNS if c in columns and c not in roles)
+    write = TokenWrite(spec, config.tokens.format, dtype.name, breakdown)
+    return TokenPlan(write, {**tok.identity(), "dtype": dtype.name}, tok.vocab_size)
+
+
+def shard_layout(config: PackConfig) -> ShardLayout:
+    """How the pack's shards are named: tars, or Megatron's .bin/.idx pairs."""
+    if config.tokens.tokenizer is not None and config.tokens.format == "megatron":
+        return ShardLayout(config.shard.prefix, "bin", True)
+    return ShardLayout(config.shard.prefix, "tar", config.shard.dali_index)
 
 
 # --------------------------------------------------------------------------- input and output
@@ -177,9 +249,11 @@ def open_source(input_dir: str) -> CleanSource:
     return CleanSource(path, data, run_id, files)
 
 
-def fingerprint(source: CleanSource, config: PackConfig) -> str:
-    """What a resumable run must share with the crashed one: input files and shard config."""
-    payload = {
+def fingerprint(source: CleanSource, config: PackConfig, tokens: TokenPlan | None = None) -> str:
+    """What a resumable run must share with the crashed one: input files, shard config and,
+    for tokens, the tokenizer's identity (its file's SHA-256 among it): a pack never mixes
+    the ids of two tokenizers."""
+    payload: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "input": str(source.path),
         "report_run_id": source.run_id,
@@ -187,6 +261,8 @@ def fingerprint(source: CleanSource, config: PackConfig) -> str:
         "shard": config.shard.model_dump(mode="json"),
         "columns": config.columns.model_dump(mode="json"),
     }
+    if tokens is not None:
+        payload["tokens"] = {**config.tokens.model_dump(mode="json"), "identity": tokens.identity}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -231,11 +307,12 @@ def pack(
     check_output_vs_input([str(source.path)], output_dir)
     # (check_output_vs_input refuses an object-store output: tasks write shards as files.)
     out = Path(output_dir.removeprefix("file://")).expanduser().absolute()
-    fp = fingerprint(source, config)
     # Everything about the input is checked before the output is touched: a bad input leaves
     # a previous pack (even with --overwrite) and an unfinished one as they were.
     paths = [str(source.data / rel) for rel, _ in source.files]
     rows, schema = _check_input(paths, config)
+    tokens = token_plan(config, [] if schema is None else schema.names)
+    fp = fingerprint(source, config, tokens)
     where, resume, staging = open_output(out, fp, source.path, overwrite)
     if staging is not None and staging.finished:
         index = json.loads((where / INDEX).read_text("utf-8"))
@@ -244,8 +321,10 @@ def pack(
         if resume and staging is None:
             info(JOB, f"resuming the unfinished pack in {out}")
         try:
-            n_shards, docs, written, seconds = _write(where, source, config, fp, resume, rows)
-            index = build_index(where, source, config, n_shards, docs, fp, schema)
+            n_shards, docs, written, seconds = _write(
+                where, source, config, fp, resume, rows, tokens
+            )
+            index = build_index(where, source, config, n_shards, docs, fp, schema, tokens, out)
         except Exception as exc:
             full = disk_full(exc, out)
             if full is None:
@@ -264,7 +343,13 @@ def pack(
 
 
 def _write(
-    out: Path, source: CleanSource, config: PackConfig, fp: str, resume: bool, rows: int
+    out: Path,
+    source: CleanSource,
+    config: PackConfig,
+    fp: str,
+    resume: bool,
+    rows: int,
+    tokens: TokenPlan | None = None,
 ) -> tuple[int, int, int, dict[str, float]]:
     """Write (or finish) the shards of an unfinished pack in `out`; (shards, docs, written,
     seconds), as `_pack_units`."""
@@ -272,13 +357,13 @@ def _write(
 
     if not source.files:
         if resume:
-            committed_parts(None, out, fp, 0, config.shard.prefix, config.shard.dali_index)
+            committed_parts(None, out, fp, 0, shard_layout(config))
         return 0, 0, 0, {}
     spark = build_session("corpusclean-pack", config.spark, [str(source.data)])
     check_shared_output(spark, str(out))
     scan_conf = {} if config.shard.shuffle else _whole_file_scan(source)
     with _session_conf(spark, scan_conf), described(spark, JOB, "write"):
-        return _pack_units(spark, source, out, config, fp, resume, rows)
+        return _pack_units(spark, source, out, config, fp, resume, rows, tokens)
 
 
 def _whole_file_scan(source: CleanSource) -> dict[str, str]:
@@ -340,6 +425,7 @@ def _pack_units(
     fp: str,
     resume: bool,
     rows: int,
+    tokens: TokenPlan | None = None,
 ) -> tuple[int, int, int, dict[str, float]]:
     """Write every unit's shards in one Spark pass; returns (shards, docs, written, seconds).
 
@@ -354,8 +440,12 @@ def _pack_units(
       and the task reads the text itself with pyarrow, row-aligned, since a plain Parquet
       read is several times cheaper than bringing the text through Spark rows and Arrow
       batches (bench/pack.py). No exchange at all.
+
+    A token pack tokenizes in the same tasks (`tokens`), each Python worker loading the
+    tokenizer once, so the text crosses to Python once and only ids are written.
     """
     shard_cfg = config.shard
+    layout = shard_layout(config)
     target = S.planning_target(shard_cfg.target_bytes)
     seconds: dict[str, float] = {}
     paths = [str(source.data / rel) for rel, _ in source.files]
@@ -363,18 +453,22 @@ def _pack_units(
     columns = list(everything.columns)
     n_units = shuffle_units(source, target) if shard_cfg.shuffle else len(paths)
     timer = Timer()
-    done, skip = _resumed_units(spark, out, fp, n_units, shard_cfg) if resume else (set(), set())
+    done, skip = (
+        _resumed_units(spark, out, fp, n_units, shard_cfg.shuffle, layout)
+        if resume
+        else (set(), set())
+    )
     todo = [u for u in range(n_units) if u not in done]
-    spec = _unit_write_spec(out, config, fp, target, paths, skip)
+    spec = _unit_write_spec(out, config, fp, target, paths, skip, tokens)
     written = 0
     tasks: int | None = None  # stays None when every unit was packed already
     with timer():
         if todo:
             df, tasks = _write_input(
-                spark, source, everything, columns, config, paths, n_units, todo
+                spark, source, everything, columns, config, paths, n_units, todo, tokens
             )
             written = _write_units(spark, df, spec, out, rows, todo, done, skip)
-        n_shards, docs = number_parts(out, shard_cfg.prefix, fp, n_units)
+        n_shards, docs = number_parts(out, layout, fp, n_units)
     seconds["write"] = timer.seconds
     if docs != rows:
         raise CorpusCleanError(f"the shards hold {docs} docs but the input has {rows} rows")
@@ -388,12 +482,12 @@ def _pack_units(
 
 
 def _resumed_units(
-    spark: Any, out: Path, fp: str, n_units: int, shard_cfg: ShardSection
+    spark: Any, out: Path, fp: str, n_units: int, shuffle: bool, layout: ShardLayout
 ) -> tuple[set[int], set[tuple[int, int]]]:
     """What a resumed pack keeps, as `committed_parts` finds it: (finished units, committed
     parts); logs how many units are already packed."""
-    done, skip = committed_parts(spark, out, fp, n_units, shard_cfg.prefix, shard_cfg.dali_index)
-    what = "hash ranges" if shard_cfg.shuffle else "input files"
+    done, skip = committed_parts(spark, out, fp, n_units, layout)
+    what = "hash ranges" if shuffle else "input files"
     info(JOB, f"resume: {len(done):,} of {n_units:,} {what} already packed")
     return done, skip
 
@@ -405,9 +499,11 @@ def _unit_write_spec(
     target: int,
     paths: list[str],
     skip: set[tuple[int, int]],
+    tokens: TokenPlan | None = None,
 ) -> pack_io.UnitWriteSpec:
     """What every write task gets besides its documents: the output, shard settings, the
-    input files (input order only) and the committed parts it must not write again."""
+    input files (input order only), the committed parts it must not write again and, for a
+    token pack, the tokenizer."""
     shard_cfg = config.shard
     return pack_io.UnitWriteSpec(
         output_dir=str(out),
@@ -419,6 +515,7 @@ def _unit_write_spec(
         files=() if shard_cfg.shuffle else tuple(os.path.realpath(p) for p in paths),
         text_col=config.columns.text,
         skip=frozenset(skip),
+        tokens=None if tokens is None else tokens.write,
     )
 
 
@@ -431,15 +528,29 @@ def _write_input(
     paths: list[str],
     n_units: int,
     todo: list[int],
+    tokens: TokenPlan | None = None,
 ) -> tuple[Any, int]:
     """The write tasks' input for units `todo` of `n_units`: hash ranges (`shard.shuffle` on)
     or the input files `paths`, one unit each; returns (DataFrame, tasks)."""
     if config.shard.shuffle:
         estimate = _estimated_bytes(source) * len(todo) // n_units
-        return _shuffled_units(spark, everything, columns, config, n_units, todo, estimate)
+        return _shuffled_units(spark, everything, columns, config, n_units, todo, estimate, tokens)
     files = [paths[u] for u in todo]
     scan = everything if len(files) == len(paths) else None
-    return _file_units(spark, source, columns, config, files, scan)
+    return _file_units(spark, source, columns, config, files, scan, tokens)
+
+
+def _payload_columns(config: PackConfig, tokens: TokenPlan | None, shuffled: bool) -> list[str]:
+    """The payload a write task gets from Spark: the text (`_txt`, which input order reads
+    from the file itself) and the other columns as JSON (`_json`: not in Megatron's shards),
+    or several documents' JSON lines (`_line`); then the columns a token report breaks the
+    counts down by."""
+    if config.shard.docs_per_sample != 1:
+        return [LINE]
+    payload = [TXT] if shuffled else []
+    if tokens is None or tokens.write.format != "megatron":
+        payload.append(JSON)
+    return payload + ([] if tokens is None else list(tokens.write.breakdown))
 
 
 def _write_units(
@@ -490,6 +601,7 @@ def _shuffled_units(
     n_units: int,
     todo: list[int],
     unit_bytes: int,
+    tokens: TokenPlan | None = None,
 ) -> tuple[Any, int]:
     """The shuffled write input: units `todo` of `n_units` hash ranges (about `unit_bytes` of
     samples in all), each whole in one task in hash order; returns (DataFrame, tasks)."""
@@ -509,8 +621,8 @@ def _shuffled_units(
     # named like pack's `_h` or `_unit`) are then in the payload, unchanged, and nowhere else.
     doc_id = S.column(config.columns.id)
     df = S.add_shard_payload(raw, columns, config.columns.text, shard_cfg.docs_per_sample)
-    payload = [TXT, JSON] if shard_cfg.docs_per_sample == 1 else [LINE]
-    df = df.select(doc_id.alias(PACK_ID), *payload)
+    payload = _payload_columns(config, tokens, shuffled=True)
+    df = df.select(doc_id.alias(PACK_ID), *[S.column(c) for c in payload])
     df = S.add_unit(S.add_shuffle_order(df, PACK_ID, shard_cfg.seed), n_units)
     staged = (
         df.join(F.broadcast(spark.createDataFrame(lookup)), on=UNIT, how="inner")
@@ -528,6 +640,7 @@ def _file_units(
     config: PackConfig,
     todo: list[str],
     scan_all: Any = None,
+    tokens: TokenPlan | None = None,
 ) -> tuple[Any, int]:
     """The input-order write input: files `todo`, each one scan task; returns (DataFrame,
     number of tasks). `scan_all`, a read of all the input, is reused when `todo` is all."""
@@ -544,12 +657,12 @@ def _file_units(
     k = config.shard.docs_per_sample
     # The payload before `_file` and `_row`, which the user's columns may be named like.
     df = S.add_shard_payload(raw, columns, config.columns.text, k)
-    payload = [JSON] if k == 1 else [LINE]
+    payload = _payload_columns(config, tokens, shuffled=False)
     df = df.select(
         raw[f"{METADATA}.file_path"].alias(FILE),
         raw[f"{METADATA}.row_index"].alias(ROW),
         S.column(config.columns.id),
-        *payload,
+        *[S.column(c) for c in payload],
     )
     return df, len(todo)
 
@@ -639,26 +752,36 @@ def build_index(
     planned: int,
     fp: str,
     schema: Any = None,
+    tokens: TokenPlan | None = None,
+    final: Path | None = None,
 ) -> dict[str, Any]:
     """Write index.json and the dataset card (with the input's Arrow `schema`, its column
-    types) from the committed shards' stats files; fails if any shard is missing."""
-    prefix = config.shard.prefix
-    entries = pack_io.shard_entries(out, prefix, fp, n_shards, config.shard.dali_index)
+    types) from the committed shards' stats files; fails if any shard is missing. A token
+    pack also gets its report (report.json, report.html) and, for Megatron, data_path.txt:
+    `final` is the folder the pack is published as (its prefixes' absolute paths)."""
+    layout = shard_layout(config)
+    prefix = layout.prefix
+    entries = pack_io.shard_entries(out, layout, fp, n_shards)
     docs = sum(e["ndocs"] for e in entries)
     if docs != planned:
         raise CorpusCleanError(f"the shards hold {docs} docs but their units hold {planned}")
     members = ["json", "txt"] if config.shard.docs_per_sample == 1 else ["jsonl"]
-    index = {
-        "__kind__": INDEX_KIND,
+    if tokens is not None:
+        members = ["bin", "idx"] if layout.ext == "bin" else ["json", "npy"]
+    totals = {
+        "shards": len(entries),
+        "samples": sum(e["nsamples"] for e in entries),
+        "docs": docs,
+        "bytes": sum(e["filesize"] for e in entries),
+    }
+    if tokens is not None:
+        totals["tokens"] = sum(int(e.get("ntokens", 0)) for e in entries)
+    index: dict[str, Any] = {
+        "__kind__": MEGATRON_KIND if layout.ext == "bin" else INDEX_KIND,
         "wids_version": 1,
         "name": prefix,
         "shardlist": entries,
-        "totals": {
-            "shards": len(entries),
-            "samples": sum(e["nsamples"] for e in entries),
-            "docs": docs,
-            "bytes": sum(e["filesize"] for e in entries),
-        },
+        "totals": totals,
         "source": {"clean_dir": str(source.path), "report_run_id": source.run_id},
         "format": {
             "members": members,
@@ -666,41 +789,160 @@ def build_index(
             "key": "doc_id if it matches [A-Za-z0-9_-]{1,64}, else its readable part + '~' + "
             "16 hex digits of BLAKE2b(doc_id); the doc_id itself is in the metadata",
             "checksum": "sha256",
-            "dali_index": config.shard.dali_index,
+            "dali_index": config.shard.dali_index and layout.ext == "tar",
         },
         "config": {
             "shard": config.shard.model_dump(mode="json"),
             "columns": config.columns.model_dump(mode="json"),
         },
     }
-    card = dataset_card.render(
-        prefix,
-        [e["sha256"] for e in entries],
-        schema,
-        config.columns.text,
-        config.shard.docs_per_sample,
-        index["totals"],
-    )
-    pack_io.write_index(out, index, card)
+    extra: dict[str, str] = {}
+    if tokens is not None:
+        index["format"]["tokens"] = {"format": config.tokens.format, "dtype": tokens.write.dtype}
+        index["tokenizer"] = tokens.identity
+        index["config"]["tokens"] = config.tokens.model_dump(mode="json")
+        extra = _token_files(out, config, tokens, index, entries, fp, final or out)
+    if layout.ext == "bin":
+        card = dataset_card.render_megatron(
+            prefix, index["totals"], tokens.identity if tokens else {}
+        )
+    else:
+        card = dataset_card.render(
+            prefix,
+            [e["sha256"] for e in entries],
+            schema if tokens is None else None,
+            config.columns.text,
+            config.shard.docs_per_sample,
+            index["totals"],
+        )
+    pack_io.write_index(out, index, card, extra)
     return index
+
+
+def _token_files(
+    out: Path,
+    config: PackConfig,
+    tokens: TokenPlan,
+    index: dict[str, Any],
+    entries: list[dict[str, Any]],
+    fp: str,
+    final: Path,
+) -> dict[str, str]:
+    """A token pack's report (json and html) from its units' counts, and for Megatron the
+    `--data-path` of its prefixes, each weighted by its tokens (index.json's `megatron` too)."""
+    counts = pack_io.unit_token_counts(out, fp)
+    if counts.tokens != index["totals"]["tokens"]:
+        raise CorpusCleanError(
+            f"the units counted {counts.tokens:,} tokens but the shards hold "
+            f"{index['totals']['tokens']:,}; rerun with --overwrite"
+        )
+    run = {"input": index["source"]["clean_dir"], "output": str(final)}
+    report = token_report(
+        counts,
+        tokens.identity,
+        config.tokens.format,
+        index["totals"]["shards"],
+        index["totals"]["bytes"],
+        config.train,
+        run,
+    )
+    files = {
+        "report.json": json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+        "report.html": render_token_html(report),
+    }
+    if config.tokens.format == "megatron":
+        prefixes = [
+            {
+                "prefix": e["url"].removesuffix(".bin"),
+                "tokens": int(e["ntokens"]),
+                "documents": int(e["ndocs"]),
+            }
+            for e in entries
+            if e["ndocs"]
+        ]
+        # Megatron-LM's `--data-path W1 PREFIX1 W2 PREFIX2 ...`: weights by tokens draw every
+        # shard in proportion to its size (Megatron normalises them).
+        data_path = " ".join(f"{p['tokens']} {final / p['prefix']}" for p in prefixes)
+        index["megatron"] = {"prefixes": prefixes, "data_path": data_path}
+        files["data_path.txt"] = data_path + "\n"
+    index["report"] = "report.json"
+    return files
 
 
 # --------------------------------------------------------------------------- verify
 
 
-def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
+def _ids_problem(url: str, ids: np.ndarray, vocab: int | None) -> str | None:
+    """An id outside the tokenizer's vocabulary, named."""
+    if vocab is None or not ids.size:
+        return None
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab:
+        return f"{url}: holds id {low if low < 0 else high}, outside the vocabulary of {vocab:,}"
+    return None
+
+
+def _verify_megatron(root: Path, entry: dict[str, Any], vocab: int | None) -> str | None:
+    """One Megatron shard against its entry: sizes and checksums of the .bin and .idx, the
+    .idx's own consistency with the .bin, documents and tokens, every id in the vocabulary."""
     url = entry["url"]
     path = root / url
     problem = size_problem(path, entry)
     if problem is not None:
         return problem
-    nsamples = ndocs = 0
+    if file_sha256(path)[1] != entry.get("sha256"):
+        return f"{url}: sha256 differs from the index"
+    idx = root / entry.get("idx", Path(url).with_suffix(".idx").name)
+    if not idx.is_file():
+        return f"{idx.name}: missing Megatron index"
+    data = idx.read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry.get("idx_sha256"):
+        return f"{idx.name}: sha256 differs from the index"
+    try:
+        parsed = read_index(data)
+    except ValueError as exc:
+        return f"{idx.name}: not a Megatron index ({exc})"
+    if parsed.bin_bytes != entry["filesize"]:
+        return (
+            f"{idx.name}: counts {parsed.bin_bytes:,} bytes of ids, {url} has {entry['filesize']:,}"
+        )
+    if parsed.lengths.size != entry["ndocs"]:
+        return f"{idx.name}: {parsed.lengths.size} documents, the index says {entry['ndocs']}"
+    if parsed.tokens != entry.get("ntokens"):
+        return f"{idx.name}: {parsed.tokens} tokens, the index says {entry.get('ntokens')}"
+    ids = np.memmap(path, dtype=parsed.dtype.newbyteorder("<"), mode="r") if parsed.tokens else None
+    return None if ids is None else _ids_problem(url, np.asarray(ids), vocab)
+
+
+def _npy_tokens(url: str, data: bytes, vocab: int | None) -> tuple[int, str | None]:
+    """(ids, problem) of one sample's `.npy` member."""
+    try:
+        ids = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        return 0, f"{url}: an npy member is not a NumPy array ({exc})"
+    return int(ids.size), _ids_problem(url, ids, vocab)
+
+
+def _verify_shard(
+    root: Path, entry: dict[str, Any], dali: bool, vocab: int | None = None
+) -> str | None:
+    url = entry["url"]
+    path = root / url
+    problem = size_problem(path, entry)
+    if problem is not None:
+        return problem
+    nsamples = ndocs = ntokens = 0
     try:
         with open(path, "rb") as raw:
             stream = HashingReader(raw)
             for sample in read_samples(stream, url):
                 nsamples += 1
                 ndocs += sample["jsonl"].count(b"\n") if "jsonl" in sample else 1
+                if "npy" in sample:
+                    n, problem = _npy_tokens(url, sample["npy"], vocab)
+                    if problem is not None:
+                        return problem
+                    ntokens += n
             stream.drain()
     except Exception as exc:  # any reader failure is this shard's defect, reported by name
         first = str(exc).splitlines()[0] if str(exc) else ""
@@ -711,6 +953,8 @@ def _verify_shard(root: Path, entry: dict[str, Any], dali: bool) -> str | None:
         return f"{url}: {nsamples} samples, the index says {entry['nsamples']}"
     if "ndocs" in entry and ndocs != entry["ndocs"]:
         return f"{url}: {ndocs} docs, the index says {entry['ndocs']}"
+    if "ntokens" in entry and ntokens != entry["ntokens"]:
+        return f"{url}: {ntokens} tokens, the index says {entry['ntokens']}"
     if dali:
         idx = root / entry.get("dali_index", Path(url).with_suffix(".idx").name)
         if not idx.is_file():
@@ -737,13 +981,21 @@ def verify(shard_dir: str) -> dict[str, int]:
         index = json.loads(index_path.read_text("utf-8"))
     except json.JSONDecodeError as exc:
         raise RejectedError(f"{index_path} is not valid JSON (line {exc.lineno})") from exc
-    if index.get("__kind__") != INDEX_KIND or not isinstance(index.get("shardlist"), list):
+    kind = index.get("__kind__")
+    if kind not in (INDEX_KIND, MEGATRON_KIND) or not isinstance(index.get("shardlist"), list):
         raise RejectedError(f"{index_path} is not a {INDEX_KIND} file")
     entries = index["shardlist"]
     dali = bool(index.get("format", {}).get("dali_index"))
+    vocab = (index.get("tokenizer") or {}).get("vocab_size")
+
+    def one(entry: dict[str, Any]) -> str | None:
+        if kind == MEGATRON_KIND:
+            return _verify_megatron(root, entry, vocab)
+        return _verify_shard(root, entry, dali, vocab)
+
     timer = Timer()
     with timer(), ThreadPoolExecutor(max_workers=4) as pool:
-        problems = [p for p in pool.map(lambda e: _verify_shard(root, e, dali), entries) if p]
+        problems = [p for p in pool.map(one, entries) if p]
     if problems:
         raise damaged_error(problems, len(entries))
     totals = {
@@ -752,6 +1004,8 @@ def verify(shard_dir: str) -> dict[str, int]:
         "docs": sum(e.get("ndocs", e["nsamples"]) for e in entries),
         "bytes": sum(e["filesize"] for e in entries),
     }
+    if "tokens" in index.get("totals", {}):
+        totals["tokens"] = sum(int(e.get("ntokens", 0)) for e in entries)
     if totals != {k: index.get("totals", totals).get(k) for k in totals}:
         raise RejectedError(f"{index_path}: totals do not add up to its shard list")
     info(JOB, f"verify: {totals['shards']:,} shards match {INDEX} ({timer.seconds:.1f}s)")
@@ -782,6 +1036,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one config key, e.g. --set shard.target_bytes=64000000 (repeatable)",
     )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="NAME|PATH",
+        help="pack token ids instead of text: a preset (deepseek-v3, qwen2.5, qwen3.6) or a "
+        "tokenizer.json, .tiktoken or SentencePiece .model file (sets tokens.tokenizer; "
+        "tokens.format: megatron or webdataset)",
+    )
     parser.add_argument("--print-config", action="store_true", help="print the resolved config")
     return parser
 
@@ -793,22 +1054,28 @@ def _usage_error(message: str) -> int:
 
 def _body(args: argparse.Namespace) -> int:
     if args.verify is not None:
-        if args.input or args.output or args.overrides or args.overwrite:
+        if args.input or args.output or args.overrides or args.overwrite or args.tokenizer:
             return _usage_error("--verify SHARD_DIR takes no other arguments")
         totals = verify(args.verify)
+        of_tokens = f", {totals['tokens']} tokens" if "tokens" in totals else ""
         print(
             f"{args.verify}: {totals['shards']} shards, {totals['samples']} samples, "
-            f"{totals['docs']} docs verified"
+            f"{totals['docs']} docs{of_tokens} verified"
         )
         return EXIT_OK
-    config = load_config(PackConfig, "pack", args.config, args.overrides)
+    overrides = list(args.overrides)
+    if args.tokenizer:
+        overrides.append(f"tokens.tokenizer={json.dumps(args.tokenizer)}")
+    config = load_config(PackConfig, "pack", args.config, overrides)
     if args.print_config:
         print(dump_config(config), end="")
         return EXIT_OK
     if not args.input or not args.output:
         return _usage_error("--input CLEAN_DIR and --output SHARD_DIR are required")
     result = pack(args.input, args.output, config, overwrite=args.overwrite)
-    print(f"{result.output}: {result.shards} shards, {result.docs} docs")
+    tokens = result.index["totals"].get("tokens")
+    of_tokens = "" if tokens is None else f", {tokens} tokens"
+    print(f"{result.output}: {result.shards} shards, {result.docs} docs{of_tokens}")
     return EXIT_OK
 
 

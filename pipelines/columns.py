@@ -40,6 +40,10 @@ BAD_CHARS = "_bad_chars"
 # The text of a row a filter refused, from the read pass (null for every other row): rejected/
 # is then written without reading every input row's text a second time.
 REFUSED_TEXT = "__refused_text"
+# clean with `tokens.tokenizer`: each document's tokens (published in data/ as `n_tokens`) and
+# its text's UTF-8 bytes (for the measured bytes per token), from the read pass.
+TOKENS = "__n_tokens"
+TEXT_BYTES = "__text_bytes"
 MINHASH = "_minhash"
 BANDS = "_bands"
 SHINGLES = "_shingles"
@@ -89,6 +93,8 @@ CLEAN_RESERVED: frozenset[str] = frozenset(
         NORM_HASH,
         BAD_CHARS,
         REFUSED_TEXT,
+        TOKENS,
+        TEXT_BYTES,
         MINHASH,
         BANDS,
         SHINGLES,

@@ -39,8 +39,12 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql.types import LongType, StructField
 
 from corpusclean.errors import ConfigError, InputError
+from corpusclean.pipelines.arrowbuf import value_buffers
+from corpusclean.pipelines.base import TextFeature
+from corpusclean.pipelines.columns import TEXT_BYTES, TOKENS
 
 Kind = Literal["hf", "tiktoken", "sentencepiece"]
 
@@ -495,3 +499,19 @@ def worker_tokenizer(spec: TokenizerSpec) -> Tokenizer:
     if tok is None:
         tok = _loaded[spec] = load_tokenizer(spec)
     return tok
+
+
+class TokenCount(TextFeature):
+    """Each document's tokens as `spec` frames them (`__n_tokens`) and its text's UTF-8 bytes
+    (`__text_bytes`), computed in clean's read pass for the rows still in the corpus."""
+
+    def __init__(self, spec: TokenizerSpec) -> None:
+        self.spec = spec
+
+    def fields(self) -> list[StructField]:
+        return [StructField(TOKENS, LongType(), True), StructField(TEXT_BYTES, LongType(), True)]
+
+    def compute(self, texts: pa.Array) -> dict[str, pa.Array]:
+        counts = worker_tokenizer(self.spec).count(texts)
+        offsets, _ = value_buffers(texts)
+        return {TOKENS: pa.array(counts), TEXT_BYTES: pa.array(np.diff(offsets))}

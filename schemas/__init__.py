@@ -47,6 +47,9 @@ REJECT_STAGE = "reject_stage"
 SOURCE_FILE = "source_file"
 SOURCE_LINE = "source_line"
 RAW_LINE = "raw_line"
+# data/: each document's tokens, when clean counts them (`tokens.tokenizer`).
+N_TOKENS = "n_tokens"
+
 
 
 def __getattr__(name: str) -> StructType:

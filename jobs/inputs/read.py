@@ -27,7 +27,7 @@ from corpusclean.jobs.inputs.files import (
 )
 from corpusclean.jobs.inputs.paths import check_output_vs_input, detect_format
 from corpusclean.pipelines.columns import CLEAN_RESERVED, SCORE_PREFIX, reserved_in
-from corpusclean.schemas import raw_docs_required
+from corpusclean.schemas import N_TOKENS, raw_docs_required
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -133,6 +133,15 @@ def check_reserved(path: str, names: Sequence[str]) -> None:
         raise InputError(reserved_message(path, clash[0]))
 
 
+def check_published(path: str, names: Sequence[str], cfg: CleanConfig) -> None:
+    """No input column takes a name clean adds to data/ on request (`n_tokens`)."""
+    if cfg.tokens.tokenizer is not None and N_TOKENS in names:
+        raise ConfigError(
+            f"input {path} has a column {N_TOKENS!r}, the name clean gives each document's "
+            "token count in data/ (tokens.tokenizer is set); rename that column in the input"
+        )
+
+
 def check_columns(source: Input, cfg: CleanConfig) -> None:
     """Pre-flight's half of the raw-docs contract, on a local Parquet input's footers: no
     reserved name, and string id and text columns. `check_schema` checks again on Spark's
@@ -144,6 +153,7 @@ def check_columns(source: Input, cfg: CleanConfig) -> None:
         return
     fields = {f.name: f.type for f in schema}
     check_reserved(source.path, list(fields))
+    check_published(source.path, list(fields), cfg)
     if source.files.partitioned:
         return  # partition columns come from folder names, which footers do not hold
     check_roles(source.path, fields, cfg.columns.id, cfg.columns.text)
@@ -157,6 +167,7 @@ def check_schema(
     schema = StructType([f for f in df.schema.fields if f.name not in internal])
     fields = {f.name: f.dataType for f in schema.fields}
     check_reserved(path, list(fields))
+    check_published(path, list(fields), cfg)
     check_roles(path, fields, cfg.columns.id, cfg.columns.text)
     for name in cfg.missing.numeric:
         if name not in fields:

@@ -255,3 +255,41 @@ def verdict(plan: Consumption, loader_bytes_s: float, min_headroom: float = 2.0)
         f"STARVED: the loader delivers {format_rate(loader_bytes_s)}, "
         f"{format_headroom(best)} of the {format_rate(need)}{where} that {run} consumes"
     )
+
+
+# Training tokens per parameter of a compute-optimal run (Hoffmann et al. 2022, "Chinchilla").
+CHINCHILLA_TOKENS_PER_PARAM = 20.0
+
+
+def plan_training(
+    *,
+    tokens: float,
+    params: float,
+    gpus: int,
+    gpu: str,
+    peak_tflops_per_gpu: float,
+    mfu: float,
+    seq_len: int,
+) -> dict[str, Any]:
+    """The planner's answer for a corpus of `tokens`: the model it is compute-optimal for
+    (N = D / 20), and how long one pass of it takes a run of `params` on `gpus` accelerators
+    of peak `peak_tflops_per_gpu` at `mfu` (6 N D / (G P m)), and the optimal model's."""
+    optimal = tokens / CHINCHILLA_TOKENS_PER_PARAM
+    flops = gpus * peak_tflops_per_gpu * 1e12 * mfu
+    seconds = FLOPS_PER_PARAM_TOKEN * params * tokens / flops
+    return {
+        "tokens": tokens,
+        "sequences": tokens / seq_len,
+        "chinchilla_params": optimal,
+        "params": params,
+        "gpus": gpus,
+        "gpu": gpu,
+        "peak_tflops_per_gpu": peak_tflops_per_gpu,
+        "mfu": mfu,
+        "tokens_per_second": tokens_per_second(gpus, mfu, peak_tflops_per_gpu, params),
+        "seconds": seconds,
+        "days": seconds / 86400,
+        "chinchilla_days": FLOPS_PER_PARAM_TOKEN * optimal * tokens / flops / 86400,
+        # Passes over this corpus a compute-optimal run of `params` wants (20 N / D).
+        "epochs_for_params": CHINCHILLA_TOKENS_PER_PARAM * params / tokens if tokens else None,
+    }

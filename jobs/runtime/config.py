@@ -36,6 +36,7 @@ from corpusclean.pipelines.base import (
     check_order,
     load_steps,
 )
+from corpusclean.pipelines.tokenizers import TokenizerSpec
 from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 M = TypeVar("M", bound=BaseModel)
@@ -116,6 +117,33 @@ class QualitySection(Section):
     keep_scores: bool = False
 
 
+class TokenizerSection(Section):
+    """`tokens.*`: a tokenizer (pipelines/tokenizers.py) and how each document is framed.
+    conf/default.yaml and conf/pack.yaml explain each key."""
+
+    tokenizer: str | None = None
+    pattern: str | None = None
+    specials: dict[str, int] = Field(default_factory=dict)
+    add_bos: bool | None = None
+    add_eos: bool | None = None
+    bos_token: str | None = None
+    eos_token: str | None = None
+
+    def spec(self) -> TokenizerSpec | None:
+        """The tokenizer this section names, None when it names none."""
+        if self.tokenizer is None:
+            return None
+        return TokenizerSpec(
+            self.tokenizer,
+            pattern=self.pattern,
+            specials=tuple(sorted(self.specials.items())),
+            add_bos=self.add_bos,
+            add_eos=self.add_eos,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
+        )
+
+
 class PublishSection(Section):
     # Another host's abandoned staging under .OUTPUT.runs/ is removed once older than this.
     stale_hours: float = Field(24.0, gt=0.0)
@@ -133,6 +161,7 @@ _JOB_SECTIONS = (
     "audit",
     "publish",
     "quality",
+    "tokens",
     "spark",
     "stages",
 )
@@ -158,6 +187,9 @@ class CleanConfig(Section):
     audit: AuditSection = Field(default_factory=AuditSection)
     publish: PublishSection = Field(default_factory=PublishSection)
     quality: QualitySection = Field(default_factory=QualitySection)
+    # Exact token counts in the read pass (`n_tokens`, report.json's `tokens`) when it names a
+    # tokenizer.
+    tokens: TokenizerSection = Field(default_factory=TokenizerSection)
     spark: SparkSettings = Field(default_factory=dict)
 
     @model_validator(mode="before")

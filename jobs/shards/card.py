@@ -116,3 +116,19 @@ def render(
     )
     front = yaml.safe_dump(header, sort_keys=False, allow_unicode=True)
     return f"---\n{front}---\n\n{body}"
+
+
+def render_megatron(prefix: str, totals: dict[str, int], tokenizer: dict[str, Any]) -> str:
+    """README.md of a Megatron token pack: for people, no `datasets` config (its loaders do
+    not read Megatron's .bin/.idx)."""
+    return (
+        f"# {prefix}\n\n"
+        f"Megatron-LM indexed datasets written by `corpusclean pack`: {totals['docs']:,} "
+        f"documents, {totals.get('tokens', 0):,} tokens of tokenizer "
+        f"`{tokenizer.get('name')}` (vocabulary {tokenizer.get('vocab_size', 0):,}, SHA-256 "
+        f"{str(tokenizer.get('sha256'))[:16]}...) in {totals['shards']:,} `.bin`/`.idx` pairs. "
+        "`index.json` lists them with their sizes, tokens and SHA-256; `data_path.txt` is the "
+        "`--data-path` that trains on all of them, each weighted by its tokens:\n\n"
+        "```\npretrain_gpt.py ... --data-path $(cat PATH/TO/THIS/FOLDER/data_path.txt)\n```\n"
+        "\n`report.json` and `report.html` give the counts and the planner's figures.\n"
+    )

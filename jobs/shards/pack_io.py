@@ -82,11 +82,21 @@ import pyarrow.compute as pc
 
 from corpusclean.errors import CorpusCleanError, InputError
 from corpusclean.jobs.outputs.publish import MARKER, new_run_id
-from corpusclean.jobs.runtime.atomic import is_temp_of, write_text_atomic
+from corpusclean.jobs.runtime.atomic import is_temp_of, write_bytes_atomic, write_text_atomic
 from corpusclean.jobs.runtime.log import info, warn
 from corpusclean.jobs.shards.card import CARD
 from corpusclean.jobs.shards.integrity import file_sha256
 from corpusclean.jobs.shards.staging import Staging, open_staging, owner, repair
+from corpusclean.jobs.shards.tokens import (
+    MegatronShardWriter,
+    TokenCounts,
+    TokenWrite,
+    flat_ids,
+    npy_members,
+    npy_sizes,
+    text_bytes,
+    tokenize,
+)
 from corpusclean.pipelines.arrowbuf import as_binary, binary_array, value_buffers
 from corpusclean.pipelines.columns import FILE, JSON, LINE, ROW, TXT, UNIT
 from corpusclean.pipelines.shards import (
@@ -111,13 +121,17 @@ TMP_DIR = "_tmp"
 PARTS_DIR = "_parts"
 # A part's stats file under PARTS_DIR: u<unit>-<part>.json (`part_files`).
 _PART_STATS = re.compile(r"^u(\d{6})-(\d{6})\.json$")
+# A unit's marker under PARTS_DIR: u<unit>.json (`unit_marker`).
+_UNIT_MARKER = re.compile(r"^u\d{6}\.json$")
 # Part of every resume fingerprint: a change to the shard layout must not resume old shards.
 # 2: in input order, shards no longer span input files.
 # 3: in input order, each file is cut greedily as it is written (no plan pass).
 # 4: with shuffle on too, hash ranges are cut greedily as they are written (no plan pass).
 # 5: a batch holding several hash ranges is cut per range; jsonl samples are sized by their
 #    worst-case padding, so shards of several documents per sample keep to target_bytes.
-FORMAT_VERSION = 5
+# 6: stats name their index's checksum `idx_sha256` (DALI's or Megatron's) and count tokens;
+#    token shards (Megatron's .bin/.idx, or tars of .npy ids).
+FORMAT_VERSION = 6
 # Opens the error of a task that met a repeated doc_id; the driver finds the id by it.
 DUPLICATE_MARK = "corpusclean-duplicate-doc-id"
 
@@ -125,9 +139,20 @@ DUPLICATE_MARK = "corpusclean-duplicate-doc-id"
 # --------------------------------------------------------------------------- layout
 
 
-def shard_name(prefix: str, shard: int) -> str:
-    """`{prefix}-000042.tar`."""
-    return f"{prefix}-{shard:06d}.tar"
+@dataclass(frozen=True)
+class ShardLayout:
+    """How a pack's shards are named: `{prefix}-000042.{ext}` (`tar` for WebDataset shards,
+    text or tokens; `bin` for Megatron's), with an `.idx` beside each when `indexed` (DALI's
+    for a tar, Megatron's, always, for a bin)."""
+
+    prefix: str
+    ext: str = "tar"
+    indexed: bool = True
+
+
+def shard_name(layout: ShardLayout, shard: int) -> str:
+    """`{prefix}-000042.tar` (or `.bin`)."""
+    return f"{layout.prefix}-{shard:06d}.{layout.ext}"
 
 
 def stats_name(prefix: str, shard: int) -> str:
@@ -135,36 +160,37 @@ def stats_name(prefix: str, shard: int) -> str:
     return f"{prefix}-{shard:06d}.json"
 
 
-def dali_name(prefix: str, shard: int) -> str:
-    """The DALI index of a shard, next to it (`{prefix}-000042.idx`)."""
-    return f"{prefix}-{shard:06d}.idx"
+def idx_name(layout: ShardLayout, shard: int) -> str:
+    """The index of a shard, next to it (`{prefix}-000042.idx`): DALI's, or Megatron's."""
+    return f"{layout.prefix}-{shard:06d}.idx"
 
 
 @dataclass(frozen=True)
 class ShardFiles:
-    """Where a shard's tar, DALI index and stats file (its commit marker) go, and its number."""
+    """Where a shard's data file (a tar, or Megatron's bin), its index and its stats file (its
+    commit marker) go, and its number."""
 
     number: int
-    tar: Path
-    dali: Path
+    data: Path
+    idx: Path
     stats: Path
 
 
-def final_files(out: Path, prefix: str, shard: int) -> ShardFiles:
+def final_files(out: Path, layout: ShardLayout, shard: int) -> ShardFiles:
     """A numbered shard's files: `{prefix}-000042.tar`, `.idx` and `_stats/{prefix}-000042.json`."""
     return ShardFiles(
         shard,
-        out / shard_name(prefix, shard),
-        out / dali_name(prefix, shard),
-        out / STATS_DIR / stats_name(prefix, shard),
+        out / shard_name(layout, shard),
+        out / idx_name(layout, shard),
+        out / STATS_DIR / stats_name(layout.prefix, shard),
     )
 
 
-def part_files(out: Path, unit: int, part: int) -> ShardFiles:
+def part_files(out: Path, unit: int, part: int, ext: str = "tar") -> ShardFiles:
     """The files of part `part` of unit `unit`, under `_parts/` until the driver numbers it."""
     stem = out / PARTS_DIR / f"u{unit:06d}-{part:06d}"
     return ShardFiles(
-        part, stem.with_suffix(".tar"), stem.with_suffix(".idx"), stem.with_suffix(".json")
+        part, stem.with_suffix(f".{ext}"), stem.with_suffix(".idx"), stem.with_suffix(".json")
     )
 
 
@@ -173,9 +199,24 @@ def unit_marker(out: Path, unit: int) -> Path:
     return out / PARTS_DIR / f"u{unit:06d}.json"
 
 
-def write_unit_marker(out: Path, unit: int, parts: int, docs: int, fingerprint: str) -> None:
-    """Mark unit `unit` complete: `parts` committed parts holding `docs` documents."""
-    marker = {"unit": unit, "parts": parts, "docs": docs, "fingerprint": fingerprint}
+def write_unit_marker(
+    out: Path,
+    unit: int,
+    parts: int,
+    docs: int,
+    fingerprint: str,
+    tokens: dict[str, Any] | None = None,
+) -> None:
+    """Mark unit `unit` complete: `parts` committed parts holding `docs` documents (and, in a
+    token pack, their counts: `TokenCounts`, kept for the report of a resumed pack)."""
+    marker: dict[str, Any] = {
+        "unit": unit,
+        "parts": parts,
+        "docs": docs,
+        "fingerprint": fingerprint,
+    }
+    if tokens is not None:
+        marker["tokens"] = tokens
     write_text_atomic(unit_marker(out, unit), json.dumps(marker) + "\n", out / TMP_DIR)
 
 
@@ -189,8 +230,10 @@ class ShardStats:
     ndocs: int
     filesize: int
     sha256: str
-    # Of the DALI .idx beside it, when there is one.
-    dali_sha256: str | None = None
+    # Of the .idx beside it, when there is one (DALI's, or Megatron's).
+    idx_sha256: str | None = None
+    # Of a token shard: the ids it holds, BOS/EOS included.
+    ntokens: int | None = None
 
     def to_json(self, fingerprint: str) -> str:
         """The stats file's content."""
@@ -347,23 +390,47 @@ class _Shard:
         fingerprint: str,
         tmp: Path,
         attempt: str,
+        tokens: TokenWrite | None = None,
     ) -> None:
         self.files = files
         self.docs_per_sample = docs_per_sample
         self.dali_index = dali_index
         self.fingerprint = fingerprint
         self.tmp = tmp
-        self.writer = TarShardWriter(tmp / f"{files.tar.name}.{attempt}.part", dali_index)
+        self.tokens = tokens
+        self.ntokens = 0
+        temp = tmp / f"{files.data.name}.{attempt}.part"
+        self.writer: TarShardWriter | MegatronShardWriter
+        if tokens is not None and tokens.format == "megatron":
+            self.writer = MegatronShardWriter(temp, np.dtype(tokens.dtype))
+        else:
+            self.writer = TarShardWriter(temp, dali_index)
         # A jsonl sample still open at the end of a run: its lines so far and its key.
         self.pending: list[pa.Array] = []
         self.pending_docs = 0
         self.first_key = pa.array([], pa.binary())
+
+    def _add_tokens(self, doc_ids: pa.Array, payload: Sequence[pa.Array]) -> None:
+        """Append documents' ids: to Megatron's .bin, or as `.npy` members beside `.json`."""
+        assert self.tokens is not None
+        tokens = payload[0]
+        _, lengths = flat_ids(tokens)
+        self.ntokens += int(lengths.sum())
+        if isinstance(self.writer, MegatronShardWriter):
+            self.writer.add_documents(tokens)
+            return
+        npy = npy_members(tokens, np.dtype(self.tokens.dtype))
+        self.writer.add_samples(safe_keys(doc_ids), [("json", payload[1]), ("npy", npy)])
 
     def add(self, doc_ids: pa.Array, payload: Sequence[pa.Array]) -> None:
         """Append consecutive documents of this shard (their ids already checked non-null)."""
         for column in payload:
             if column.null_count:
                 raise ValueError("a document's payload column is null")
+        if self.tokens is not None:
+            self._add_tokens(doc_ids, payload)
+            return
+        assert isinstance(self.writer, TarShardWriter)
         if self.docs_per_sample == 1:
             self.writer.add_samples(safe_keys(doc_ids), [("json", payload[1]), ("txt", payload[0])])
             return
@@ -393,6 +460,7 @@ class _Shard:
 
     def _flush_pending(self) -> None:
         if self.pending_docs:
+            assert isinstance(self.writer, TarShardWriter)
             data = b"".join(joined_bytes(part) for part in self.pending)
             self.writer.add_samples(
                 self.first_key, [("jsonl", pa.array([data], pa.binary()))], self.pending_docs
@@ -404,20 +472,25 @@ class _Shard:
         self._flush_pending()
         filesize, sha = self.writer.finish()
         files = self.files
-        os.replace(self.writer.temp_path, files.tar)
-        dali_sha = None
-        if self.dali_index:
-            idx = self.writer.dali_index()
-            write_text_atomic(files.dali, idx, self.tmp)
-            dali_sha = hashlib.sha256(idx.encode()).hexdigest()
+        os.replace(self.writer.temp_path, files.data)
+        index: bytes | None = None
+        if isinstance(self.writer, MegatronShardWriter):
+            index = self.writer.index()
+        elif self.dali_index:
+            index = self.writer.dali_index().encode()
+        idx_sha = None
+        if index is not None:
+            write_bytes_atomic(files.idx, index, self.tmp)
+            idx_sha = hashlib.sha256(index).hexdigest()
         stats = ShardStats(
             files.number,
-            files.tar.name,
+            files.data.name,
             self.writer.nsamples,
             self.writer.ndocs,
             filesize,
             sha,
-            dali_sha,
+            idx_sha,
+            self.ntokens if self.tokens is not None else None,
         )
         # The stats file is the commit marker: a shard without it is rewritten on resume.
         write_text_atomic(files.stats, stats.to_json(self.fingerprint), self.tmp)
@@ -457,6 +530,14 @@ class UnitWriteSpec:
     files: tuple[str, ...] = ()
     text_col: str = DEFAULT_TEXT_COLUMN
     skip: frozenset[tuple[int, int]] = field(default_factory=frozenset)
+    # A token pack: the text is tokenized in the task (`_txt`, or read from the file), and
+    # written as ids (jobs/shards/tokens.py).
+    tokens: TokenWrite | None = None
+
+    @property
+    def ext(self) -> str:
+        """The data files' extension."""
+        return self.tokens.ext if self.tokens is not None else "tar"
 
 
 UNIT_RESULT_SCHEMA = "unit int, parts long, docs long"
@@ -521,6 +602,7 @@ class _Unit:
             _ColumnReader(file, spec.text_col) if file and spec.docs_per_sample == 1 else None
         )
         self.file = file
+        self.counts = TokenCounts() if spec.tokens is not None else None
 
     def _check_rows(self, batch: pa.RecordBatch) -> None:
         # A file split over two tasks would have two writers of one unit: refuse it.
@@ -548,11 +630,32 @@ class _Unit:
                 text = pc.fill_null(text, "")
         else:
             text = batch.column(TXT)
+        if self.spec.tokens is not None:
+            return self._token_payload(batch, text)
         meta = batch.column(JSON)
         sizes = 2 * BLOCK + sum(
             padded_sizes(np.diff(value_buffers(col)[0])) for col in (text, meta)
         )
         return [text, meta], sizes
+
+    def _token_payload(
+        self, batch: pa.RecordBatch, text: pa.Array
+    ) -> tuple[list[pa.Array], np.ndarray]:
+        """The documents' ids (and `.json` for a tar) and each one's exact size in the shard,
+        counted for the report as they go."""
+        tokens_spec = self.spec.tokens
+        assert tokens_spec is not None and self.counts is not None
+        tokens = tokenize(tokens_spec, text)
+        _, lengths = flat_ids(tokens)
+        columns = {c: batch.column(c) for c in tokens_spec.breakdown}
+        self.counts.add(lengths, text_bytes(text), columns)
+        dtype = np.dtype(tokens_spec.dtype)
+        if tokens_spec.format == "megatron":
+            return [tokens], lengths * dtype.itemsize
+        meta = batch.column(JSON)
+        sizes = 2 * BLOCK + padded_sizes(npy_sizes(tokens, dtype))
+        sizes += padded_sizes(np.diff(value_buffers(meta)[0]))
+        return [tokens, meta], sizes
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Cut the batch's documents into the unit's parts and write them."""
@@ -584,7 +687,7 @@ class _Unit:
         if (self.unit, part) in self.spec.skip:
             return None
         spec = self.spec
-        files = part_files(self.out, self.unit, part)
+        files = part_files(self.out, self.unit, part, spec.ext)
         return _Shard(
             files,
             spec.docs_per_sample,
@@ -592,6 +695,7 @@ class _Unit:
             spec.fingerprint,
             self.out / TMP_DIR,
             self.attempt,
+            spec.tokens,
         )
 
     def finish(self) -> pa.RecordBatch:
@@ -602,7 +706,8 @@ class _Unit:
             self.current.commit()
             self.current = None
         parts = self.part + 1 if self.docs else 0
-        write_unit_marker(self.out, self.unit, parts, self.docs, self.spec.fingerprint)
+        counts = None if self.counts is None else self.counts.to_json()
+        write_unit_marker(self.out, self.unit, parts, self.docs, self.spec.fingerprint, counts)
         return pa.RecordBatch.from_pydict(
             {
                 "unit": pa.array([self.unit], pa.int32()),
@@ -772,13 +877,16 @@ def prepare_output(out: Path, fp: str, input_dir: Path, run_id: str | None = Non
 
 def _not_the_pack(out: Path) -> list[str]:
     """The top-level entries of a pack folder that its index.json does not account for."""
-    own = {MARKER, INDEX, STATS_DIR, TMP_DIR, PARTS_DIR, CARD}
+    own = {MARKER, INDEX, STATS_DIR, TMP_DIR, PARTS_DIR, CARD, *REPORT_FILES}
     index = _load_json(out / INDEX) or {}
     for entry in index.get("shardlist", []):
         if isinstance(entry, dict):
-            own.update(str(entry.get(key)) for key in ("url", "dali_index") if entry.get(key))
+            own.update(
+                str(entry.get(key)) for key in ("url", "dali_index", "idx") if entry.get(key)
+            )
     if not index:  # an unfinished pack: its shards are named by its stats files
-        own.update(p.with_suffix(".tar").name for p in (out / STATS_DIR).glob("*.json"))
+        for ext in (".tar", ".bin"):
+            own.update(p.with_suffix(ext).name for p in (out / STATS_DIR).glob("*.json"))
         own.update(p.with_suffix(".idx").name for p in (out / STATS_DIR).glob("*.json"))
     return sorted(p.name for p in out.iterdir() if p.name not in own)
 
@@ -869,7 +977,7 @@ def _starts(counts: list[int]) -> list[int]:
 
 
 def committed_parts(
-    spark: Any, out: Path, fp: str, n_units: int, prefix: str, dali: bool
+    spark: Any, out: Path, fp: str, n_units: int, layout: ShardLayout
 ) -> tuple[set[int], set[tuple[int, int]]]:
     """What an unfinished pack already holds: (finished units, committed parts).
 
@@ -886,16 +994,16 @@ def committed_parts(
     parts_dir.mkdir(exist_ok=True)
     markers = _unit_markers(out, fp, n_units)
     firsts = _first_shards(out, fp, markers, n_units)
-    final = partial(_numbered_files, out, prefix, firsts)
-    candidates = _committed_candidates(out, fp, n_units, dali, final)
-    finals = _numbered_finals(out, fp, dali, candidates)
-    redo = _redo_changed(spark, out, prefix, n_units, firsts, candidates, finals)
+    final = partial(_numbered_files, out, layout, firsts)
+    candidates = _committed_candidates(out, fp, n_units, layout, final)
+    finals = _numbered_finals(out, fp, layout.indexed, candidates)
+    redo = _redo_changed(spark, out, layout, n_units, firsts, candidates, finals)
     done = set(markers)
     redo |= _incomplete_units(markers, done - redo, candidates, finals, final)
     for u in sorted(redo & done):
         done.discard(u)
         unit_marker(out, u).unlink(missing_ok=True)
-    keep = {part_files(out, u, j).tar.stem for u, j in candidates}
+    keep = {part_files(out, u, j).stats.stem for u, j in candidates}
     for path in parts_dir.iterdir():
         if path.stem not in keep and _PART_STATS.match(path.stem + ".json"):
             path.unlink()
@@ -912,25 +1020,25 @@ def _remove_temporaries(out: Path) -> None:
 
 
 def _numbered_files(
-    out: Path, prefix: str, firsts: list[int] | None, u: int, j: int
+    out: Path, layout: ShardLayout, firsts: list[int] | None, u: int, j: int
 ) -> ShardFiles | None:
     """The shard files part `j` of unit `u` is renamed to by numbering; None while numbering
     cannot have begun or when the saved counts give the unit fewer parts."""
     if firsts is None or j >= firsts[u + 1] - firsts[u]:
         return None
-    return final_files(out, prefix, firsts[u] + j)
+    return final_files(out, layout, firsts[u] + j)
 
 
 def _committed_candidates(
     out: Path,
     fp: str,
     n_units: int,
-    dali: bool,
+    layout: ShardLayout,
     final: Callable[[int, int], ShardFiles | None],
 ) -> dict[tuple[int, int], list[tuple[str, str]]]:
     """The parts whose stats file is this run's and whose files are all there, at the part's
     name or already at its shard name: (unit, part) -> the files (tar, and .idx with
-    `dali`) to check, with their sha256. Any other stats file is deleted."""
+    an index) to check, with their sha256. Any other stats file is deleted."""
     candidates: dict[tuple[int, int], list[tuple[str, str]]] = {}
     for stats_file in sorted((out / PARTS_DIR).glob("u*-*.json")):
         match = _PART_STATS.match(stats_file.name)
@@ -938,17 +1046,17 @@ def _committed_candidates(
         key = (int(match.group(1)), int(match.group(2))) if match else (-1, -1)
         ok = stats is not None and stats.get("fingerprint") == fp and 0 <= key[0] < n_units
         if ok:
-            part, numbered = part_files(out, *key), final(*key)
+            part, numbered = part_files(out, *key, layout.ext), final(*key)
             places = [part] if numbered is None else [part, numbered]
-            # The tar is renamed before the .idx, so either may be found at the shard name.
-            tar = next((f.tar for f in places if _has_size(f.tar, stats.get("filesize"))), None)
-            idx = next((f.dali for f in places if f.dali.is_file()), None)
-            ok = tar is not None and (not dali or idx is not None)
-            if ok and tar != part.tar:
+            # The data file is renamed before the .idx: either may be found at the shard name.
+            data = next((f.data for f in places if _has_size(f.data, stats.get("filesize"))), None)
+            idx = next((f.idx for f in places if f.idx.is_file()), None)
+            ok = data is not None and (not layout.indexed or idx is not None)
+            if ok and data != part.data:
                 # Renamed already: a file left at the part's name is not the committed one.
-                part.tar.unlink(missing_ok=True)
+                part.data.unlink(missing_ok=True)
         if ok:
-            candidates[key] = _checked_files(stats, tar, idx if dali else None)
+            candidates[key] = _checked_files(stats, data, idx if layout.indexed else None)
         else:
             stats_file.unlink()
     return candidates
@@ -978,7 +1086,7 @@ def _numbered_finals(
 def _redo_changed(
     spark: Any,
     out: Path,
-    prefix: str,
+    layout: ShardLayout,
     n_units: int,
     firsts: list[int] | None,
     candidates: dict[tuple[int, int], list[tuple[str, str]]],
@@ -1003,7 +1111,7 @@ def _redo_changed(
             )
         warn(JOB, f"{Path(path).name} changed since it was written; writing it again")
         Path(path).unlink(missing_ok=True)
-        final_files(out, prefix, a).stats.unlink(missing_ok=True)
+        final_files(out, layout, a).stats.unlink(missing_ok=True)
         finals.pop(a, None)
         redo.add(unit)
     return redo
@@ -1033,7 +1141,7 @@ def _checked_files(stats: dict[str, Any], tar: Path, idx: Path | None) -> list[t
     """The (path, sha256) pairs a resume checks for one shard: its tar, and its .idx."""
     files = [(str(tar), str(stats.get("sha256")))]
     if idx is not None:
-        files.append((str(idx), str(stats.get("dali_sha256"))))
+        files.append((str(idx), str(stats.get("idx_sha256"))))
     return files
 
 
@@ -1058,7 +1166,7 @@ def _changed_files(spark: Any, items: list[tuple[Any, ...]]) -> list[tuple[Any, 
 # --------------------------------------------------------------------------- numbering and index
 
 
-def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, int]:
+def number_parts(out: Path, layout: ShardLayout, fp: str, n_units: int) -> tuple[int, int]:
     """Number every unit's parts in unit order and rename them; returns (shards, docs).
 
     Every step can be redone: a part's final stats file is written before its tar and then
@@ -1085,52 +1193,54 @@ def number_parts(out: Path, prefix: str, fp: str, n_units: int) -> tuple[int, in
     write_text_atomic(_numbering_file(out), json.dumps(payload) + "\n", tmp)
     for u in range(n_units):
         for j in range(firsts[u + 1] - firsts[u]):
-            part, final = part_files(out, u, j), final_files(out, prefix, firsts[u] + j)
+            part = part_files(out, u, j, layout.ext)
+            final = final_files(out, layout, firsts[u] + j)
             stats = _load_json(part.stats)
             if stats is None:
                 continue  # numbered already; build_index checks its stats file
             size = stats["filesize"]
-            if not _has_size(part.tar, size) and not _has_size(final.tar, size):
+            if not _has_size(part.data, size) and not _has_size(final.data, size):
                 raise CorpusCleanError(
-                    f"part {part.tar.name} of the unfinished pack is missing; rerun the same "
+                    f"part {part.data.name} of the unfinished pack is missing; rerun the same "
                     "command to write it again"
                 )
             numbered = ShardStats(
                 final.number,
-                final.tar.name,
+                final.data.name,
                 stats["nsamples"],
                 stats["ndocs"],
                 stats["filesize"],
                 stats["sha256"],
-                stats.get("dali_sha256"),
+                stats.get("idx_sha256"),
+                stats.get("ntokens"),
             )
             write_text_atomic(final.stats, numbered.to_json(fp), tmp)
-            if _has_size(part.tar, size):
-                os.replace(part.tar, final.tar)
+            if _has_size(part.data, size):
+                os.replace(part.data, final.data)
             else:
-                part.tar.unlink(missing_ok=True)
-            if part.dali.is_file():
-                os.replace(part.dali, final.dali)
+                part.data.unlink(missing_ok=True)
+            if part.idx.is_file():
+                os.replace(part.idx, final.idx)
             part.stats.unlink()
             hold("pack.number")
     docs = sum(int(m["docs"]) for m in markers.values())
     return firsts[-1], docs
 
 
-def shard_entries(
-    out: Path, prefix: str, fp: str, n_shards: int, dali: bool
-) -> list[dict[str, Any]]:
+def shard_entries(out: Path, layout: ShardLayout, fp: str, n_shards: int) -> list[dict[str, Any]]:
     """The index entries of shards 0..n_shards-1 from their stats files; fails if any shard has
-    no stats file of this run (`fp`)."""
+    no stats file of this run (`fp`). A tar's index is DALI's (`dali_index`, `dali_sha256`,
+    as the wids form names it); a Megatron shard's is `idx`, `idx_sha256`."""
     entries = []
     missing = []
     for shard in range(n_shards):
         try:
-            stats = json.loads((out / STATS_DIR / stats_name(prefix, shard)).read_text("utf-8"))
+            name = stats_name(layout.prefix, shard)
+            stats = json.loads((out / STATS_DIR / name).read_text("utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
             stats = {}
         if stats.get("fingerprint") != fp:
-            missing.append(shard_name(prefix, shard))
+            missing.append(shard_name(layout, shard))
             continue
         entry = {
             "url": stats["url"],
@@ -1139,9 +1249,12 @@ def shard_entries(
             "sha256": stats["sha256"],
             "ndocs": stats["ndocs"],
         }
-        if dali:
-            entry["dali_index"] = dali_name(prefix, shard)
-            entry["dali_sha256"] = stats["dali_sha256"]
+        if stats.get("ntokens") is not None:
+            entry["ntokens"] = stats["ntokens"]
+        if layout.indexed:
+            key = "idx" if layout.ext == "bin" else "dali_index"
+            entry[key] = idx_name(layout, shard)
+            entry[key.replace("_index", "") + "_sha256"] = stats["idx_sha256"]
         entries.append(entry)
     if missing:
         raise CorpusCleanError(
@@ -1151,9 +1264,32 @@ def shard_entries(
     return entries
 
 
-def write_index(out: Path, index: dict[str, Any], card: str | None = None) -> None:
-    """Finish the pack in `out`: remove `_tmp/`, write the dataset card (`card`, README.md)
-    and index.json, then remove `_parts/`."""
+def unit_token_counts(out: Path, fp: str) -> TokenCounts:
+    """The token counts of every unit of this run (`fp`), from their markers: a resumed
+    pack's units counted by the run that wrote them."""
+    total = TokenCounts()
+    for path in sorted((out / PARTS_DIR).glob("u*.json")):
+        marker = _load_json(path)
+        if not _UNIT_MARKER.match(path.name) or marker is None:
+            continue
+        if marker.get("fingerprint") == fp and isinstance(marker.get("tokens"), dict):
+            total.merge(TokenCounts.from_json(marker["tokens"]))
+    return total
+
+
+# The files a token pack writes beside its shards and index.json.
+REPORT_FILES = ("report.json", "report.html", "data_path.txt")
+
+
+def write_index(
+    out: Path,
+    index: dict[str, Any],
+    card: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> None:
+    """Finish the pack in `out`: remove `_tmp/`, write the dataset card (`card`, README.md),
+    the `extra` files (a token pack's report, `REPORT_FILES`) and index.json, then remove
+    `_parts/`."""
     tmp = out / TMP_DIR
     if tmp.is_dir():
         for leftover in tmp.iterdir():
@@ -1161,6 +1297,8 @@ def write_index(out: Path, index: dict[str, Any], card: str | None = None) -> No
         tmp.rmdir()
     if card is not None:
         write_text_atomic(out / CARD, card)
+    for name, text in (extra or {}).items():
+        write_text_atomic(out / name, text)
     # Written last and atomically: a folder with index.json is a finished pack.
     write_text_atomic(out / INDEX, json.dumps(index, indent=2) + "\n")
     # The unit markers of input order, kept until now so that a numbering cut short resumes.
