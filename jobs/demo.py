@@ -1,6 +1,11 @@
 """`corpusclean demo`: sample -> clean -> pack -> check -> bench on a generated corpus, and the
 FineWeb preset's quality filters on generated web pages.
 
+The corpus is measured in tokens as well as documents: clean counts every document's tokens
+with a tokenizer preset (`DEMO_TOKENIZER`), the clean corpus is packed twice, as WebDataset
+text shards and as Megatron token shards of the same tokenizer, and bench measures both, the
+token shards in tokens/s.
+
 Runs every stage on local Spark with the embedded defaults and ends with a summary table. The
 demo folder is its own: a rerun replaces the previous demo's folder, never anything else.
 """
@@ -22,6 +27,9 @@ from corpusclean.jobs.runtime.runner import new_parser, run_job
 
 JOB = "demo"
 MARKER = "_corpusclean_demo"
+# A preset whose vocabulary installs with corpusclean (nothing downloaded), multilingual and
+# strong on Chinese, as the sample is English-like and Chinese-like text.
+DEMO_TOKENIZER = "qwen2.5"
 # One step of the demo: (name, run it -> exit code, its summary detail once it passed).
 Step = tuple[str, Callable[[], int], Callable[[], str]]
 
@@ -60,6 +68,7 @@ def _step(
 def run_demo(out: Path, docs: int, seed: int) -> int:
     """Run the whole flow into `out`; returns the first non-zero exit code, or 0."""
     raw, cleaned, shards = out / "raw", out / "clean", out / "shards"
+    tokens = out / "tokens"
     steps = _core_steps(raw, cleaned, docs, seed)
     # The quality filters' preset on web-like pages (a quarter as many as the main sample).
     steps += _preset_steps(out / "raw-web", out / "clean-web", max(500, docs // 4), seed)
@@ -67,10 +76,12 @@ def run_demo(out: Path, docs: int, seed: int) -> int:
     rows: list[tuple[str, str, float, str]] = []
     if _available("pack"):
         steps += _pack_steps(cleaned, shards)
+        steps += _token_pack_steps(cleaned, tokens)
     if _available("check"):
         steps.append(_check_step(cleaned))
     if _available("bench") and _available("pack"):
         steps.append(_bench_step(shards, out / "bench.json"))
+        steps.append(_bench_step(tokens, out / "bench-tokens.json", "bench tokens"))
 
     code = EXIT_OK
     for name, fn, detail in steps:
@@ -88,10 +99,12 @@ def _core_steps(raw: Path, cleaned: Path, docs: int, seed: int) -> list[Step]:
     def clean_detail() -> str:
         r = json.loads((cleaned / "report.json").read_text())
         near = r["near_dedup"]
+        tokens = (r.get("tokens") or {}).get("output")
         return (
             f"{r['input_rows']:,} -> {r['output_rows']:,} docs ({r['retention']:.1%}); removed "
             + ", ".join(f"{k} {v:,}" for k, v in r["removed"].items())
             + (f"; {near.get('clusters', 0):,} near clusters" if near.get("ran") else "")
+            + (f"; {tokens:,} tokens" if tokens is not None else "")
         )
 
     return [
@@ -102,7 +115,16 @@ def _core_steps(raw: Path, cleaned: Path, docs: int, seed: int) -> list[Step]:
         ),
         (
             "clean",
-            lambda: clean.main(["--input", str(raw), "--output", str(cleaned)]),
+            lambda: clean.main(
+                [
+                    "--input",
+                    str(raw),
+                    "--output",
+                    str(cleaned),
+                    "--set",
+                    f"tokens.tokenizer={DEMO_TOKENIZER}",
+                ]
+            ),
             clean_detail,
         ),
     ]
@@ -167,6 +189,45 @@ def _pack_steps(cleaned: Path, shards: Path) -> list[Step]:
     ]
 
 
+def _token_pack_steps(cleaned: Path, tokens: Path) -> list[Step]:
+    """Pack `cleaned` as Megatron token shards of `DEMO_TOKENIZER`, then verify them."""
+    from corpusclean.jobs import pack
+
+    def detail() -> str:
+        idx = json.loads((tokens / "index.json").read_text())
+        report = json.loads((tokens / "report.json").read_text())
+        plan = report["planner"]
+        return (
+            f"{idx['totals']['shards']} .bin/.idx pairs, {idx['totals']['tokens']:,} tokens "
+            f"({report['tokens']['bytes_per_token']} bytes a token); compute-optimal for "
+            f"{plan['chinchilla_params']:,.0f} params"
+        )
+
+    return [
+        (
+            "pack tokens",
+            lambda: pack.main(
+                [
+                    "--input",
+                    str(cleaned),
+                    "--output",
+                    str(tokens),
+                    "--tokenizer",
+                    DEMO_TOKENIZER,
+                    "--set",
+                    "shard.target_bytes=16000000",
+                ]
+            ),
+            detail,
+        ),
+        (
+            "verify tokens",
+            lambda: pack.main(["--verify", str(tokens)]),
+            lambda: "every id in the vocabulary, shards match index",
+        ),
+    ]
+
+
 def _check_step(cleaned: Path) -> Step:
     """Check `cleaned` with its suite (clean_docs)."""
     from corpusclean.jobs import check
@@ -178,16 +239,18 @@ def _check_step(cleaned: Path) -> Step:
     )
 
 
-def _bench_step(shards: Path, bench_json: Path) -> Step:
+def _bench_step(shards: Path, bench_json: Path, name: str = "bench") -> Step:
     """Benchmark loading `shards` into `bench_json`, cut down to seconds for the demo."""
     from corpusclean.jobs import bench
 
     def bench_detail() -> str:
         b = json.loads(bench_json.read_text())
-        return str(b.get("verdict", ""))[:90]
+        tokens = (b.get("loader_tokens_s") or {}).get("cold")
+        rate = f"{tokens:,.0f} tokens/s cold; " if tokens else ""
+        return (rate + str(b.get("verdict", "")))[:110]
 
     return (
-        "bench",
+        name,
         lambda: bench.main(
             [
                 "--shards",
@@ -216,7 +279,7 @@ def _print_summary(rows: list[tuple[str, str, float, str]], out: Path) -> None:
         print(f"{name:<{width}}  {result:<7} {secs:>8.1f}  {detail}")
     print(
         f"\noutputs under {out}: raw/ clean/ (report.html) raw-web/ clean-web/ (report.html) "
-        "shards/ bench.json (bench.html)"
+        "shards/ tokens/ (report.html) bench.json (bench.html) bench-tokens.json"
     )
 
 

@@ -71,6 +71,9 @@ from corpusclean.jobs.runtime.runner import new_parser, run_job
 from corpusclean.jobs.shards import card as dataset_card
 from corpusclean.jobs.shards import pack_io
 from corpusclean.jobs.shards.integrity import (
+    INDEX,
+    INDEX_KIND,
+    MEGATRON_KIND,
     HashingReader,
     damaged_error,
     file_sha256,
@@ -79,7 +82,6 @@ from corpusclean.jobs.shards.integrity import (
 )
 from corpusclean.jobs.shards.pack_io import (
     FORMAT_VERSION,
-    INDEX,
     ShardLayout,
     committed_parts,
     number_parts,
@@ -107,9 +109,6 @@ from corpusclean.pipelines.tokenizers import load_tokenizer
 from corpusclean.schemas import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN
 
 JOB = "pack"
-INDEX_KIND = "wids-shard-index-v1"
-# index.json of Megatron shards: the same layout, but no wids reader takes .bin files.
-MEGATRON_KIND = "corpusclean-megatron-index-v1"
 # Shard bytes one write task takes at most when there are more units than twice the cores:
 # enough to amortise a task's fixed cost, little enough to balance the cores and bound a
 # task's sort (which spills beyond its memory share anyway).

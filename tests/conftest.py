@@ -313,6 +313,7 @@ _GROUPS = {
     "tests/cluster/": "installed",
     "tests/installed/": "installed",
     "tests/client/": "client",
+    "tests/reference/": "reference",
     "tests/browser/": "viewed-run",
     "tests/jobs/test_report_views.py": "viewed-run",
 }
@@ -320,6 +321,7 @@ _COSTLY = {
     "installed": "installed",
     "standalone_cluster": "installed",
     "client_python": "client",
+    "datatrove_python": "reference",
     "viewed_run": "viewed-run",
 }
 

@@ -17,13 +17,12 @@ from typing import Any
 from corpusclean.errors import CorpusCleanError, InputError
 from corpusclean.jobs.loadbench import storage, throughput
 from corpusclean.jobs.loadbench.settings import (
-    INDEX_FILE,
     JOB,
     READER_GOAL,
     SMALL_FILES_GOAL,
     BenchConfig,
 )
-from corpusclean.jobs.loadbench.shardset import ShardSet, check_outside
+from corpusclean.jobs.loadbench.shardset import INDEX_FILE, ShardSet, check_outside
 from corpusclean.jobs.loadbench.table import fmt_bytes
 from corpusclean.jobs.runtime import log
 from corpusclean.jobs.shards import tario
@@ -150,16 +149,33 @@ class Bench:
         }
         self.report.setdefault("measurements", {})["random"] = out
 
+    def _token_readers(self) -> dict[str, Callable[[], storage.Pass]]:
+        """The readers of token shards: Megatron's documents through their index, or the
+        `.npy` samples of token tars through tario and webdataset."""
+        if self.shards.kind == "megatron":
+            return {"megatron": lambda: storage.load_megatron(self.paths)}
+        chunk = max(self.b.block_size, tario.DEFAULT_CHUNK)
+        return {
+            reader: partial(storage.load_token_tars, self.paths, chunk, reader)
+            for reader in self.b.readers
+            if reader in ("tario", "webdataset")
+        }
+
     def loaders(self) -> None:
-        """Documents/s, MB/s and time to first sample of each reader, cold and warm."""
+        """Documents/s, MB/s and time to first sample of each reader, cold and warm; ids/s
+        too for token shards."""
         exts = list(self.b.text_exts)
         chunk = max(self.b.block_size, tario.DEFAULT_CHUNK)
         readers: dict[str, dict[str, Any]] = {}
         pool: storage.ParallelLoader | None = None
+        tokens = self.shards.kind != "text"
+        planned = self._token_readers() if tokens else {r: None for r in self.b.readers}
         try:
-            for reader in self.b.readers:
+            for reader, token_once in planned.items():
                 once: Callable[[], storage.Pass]
-                if reader == "tario":
+                if token_once is not None:
+                    once = token_once
+                elif reader == "tario":
                     once = lambda: storage.load_with_tario(self.paths, exts, chunk)  # noqa: E731
                 elif reader == "webdataset":
                     once = lambda: storage.load_with_webdataset(self.paths, exts)  # noqa: E731
@@ -199,6 +215,12 @@ class Bench:
             "warm": best["warm"]["first_sample_s"]["median"],
             "reader": best_name,
         }
+        if tokens:
+            self.report["loader_tokens_s"] = {
+                "cold": best["cold"]["tokens_s"]["median"],
+                "warm": best["warm"]["tokens_s"]["median"],
+                "reader": best_name,
+            }
         first = next(iter(readers.values()))
         self.report["shards"].update(
             samples_read=first["samples"],
@@ -234,6 +256,15 @@ class Bench:
                     [p.first_item_s if p.first_item_s is not None else math.nan for p in passes],
                     5,
                 ),
+                **(
+                    {
+                        "tokens_s": summarize(
+                            [_rate(p.extra["tokens"], p.seconds) for p in passes], 0
+                        )
+                    }
+                    if "tokens" in passes[0].extra
+                    else {}
+                ),
             }
 
         out = {
@@ -249,10 +280,26 @@ class Bench:
         return out
 
     def token_estimate(self) -> None:
-        """Bytes per token: the configured figure, or the heuristic over a sample of the text."""
+        """Bytes per token, by what knows best: token shards (an id's bytes: the loaders' MB/s
+        of ids is then tokens/s exactly), the configured figure, the clean output's measured
+        one (clean counted its tokens), else the byte-level heuristic over a sample of the
+        text, labelled as such."""
+        itemsize = self.shards.dtype_bytes
+        if itemsize is not None:
+            ident = self.shards.index.get("tokenizer") or {}
+            self.report["bytes_per_token"] = float(itemsize)
+            self.report["bytes_per_token_source"] = (
+                f"token shards of {ident.get('name')}: each id takes {itemsize} bytes, so the "
+                "loaders' MB/s of ids is their tokens/s"
+            )
+            return
         if self.cfg.train.bytes_per_token is not None:
             self.report["bytes_per_token"] = self.cfg.train.bytes_per_token
             self.report["bytes_per_token_source"] = "config: train.bytes_per_token"
+            return
+        measured = _clean_bytes_per_token(self.shards.index)
+        if measured is not None:
+            self.report["bytes_per_token"], self.report["bytes_per_token_source"] = measured
             return
         texts = list(_sample_texts(self.paths, self.b.text_exts, self.b.token_sample_bytes))
         estimate = throughput.estimate_bytes_per_token(texts)
@@ -272,6 +319,11 @@ class Bench:
         """The same documents as one file each, cold and warm, in a scratch folder."""
         if self.b.small_files == 0:
             self.report["small_files_docs_s"] = None
+            return
+        if self.shards.kind != "text":
+            # One file a document is a contrast for text; token shards have no text to write.
+            self.report["small_files_docs_s"] = None
+            log.info(JOB, "small-file contrast skipped: token shards hold no text")
             return
         docs = list(_sample_docs(self.paths, self.b.text_exts, self.b.small_files))
         if not docs:
@@ -405,6 +457,27 @@ class Bench:
             None if any(c is None for c in confirmed) else all(bool(c) for c in confirmed)
         )
         self.report["goals"] = goals
+
+
+def _clean_bytes_per_token(index: dict[str, Any]) -> tuple[float, str] | None:
+    """The bytes per token `clean` measured for the output these text shards were packed
+    from (its report.json's `tokens`, when it counted them), with its label."""
+    clean_dir = (index.get("source") or {}).get("clean_dir")
+    if not clean_dir:
+        return None
+    try:
+        report = json.loads((Path(clean_dir) / "report.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    tokens = report.get("tokens") if isinstance(report, dict) else None
+    if not isinstance(tokens, dict) or not tokens.get("bytes_per_token"):
+        return None
+    name = (tokens.get("tokenizer") or {}).get("name")
+    source = (
+        f"measured: clean counted the output's tokens with {name} "
+        f"({tokens.get('output'):,} tokens; {clean_dir}/report.json)"
+    )
+    return float(tokens["bytes_per_token"]), source
 
 
 def _sample_texts(paths: Sequence[Path], exts: Sequence[str], limit: int):

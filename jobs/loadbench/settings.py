@@ -12,8 +12,7 @@ from corpusclean.jobs.loadbench import throughput
 from corpusclean.jobs.runtime.config import Section
 
 JOB = "bench"
-INDEX_FILE = "index.json"
-INDEX_KIND = "wids-shard-index-v1"
+
 SMALL_FILES_GOAL = 5.0
 READER_GOAL = 0.7
 

@@ -8,9 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from corpusclean.errors import InputError
-from corpusclean.jobs.loadbench.settings import INDEX_FILE, INDEX_KIND
 from corpusclean.jobs.shards import integrity as shardcheck
+from corpusclean.jobs.shards.integrity import INDEX as INDEX_FILE
+from corpusclean.jobs.shards.integrity import INDEX_KIND, MEGATRON_KIND
 
 
 class ShardSet:
@@ -23,6 +26,7 @@ class ShardSet:
         source: str,
         nsamples: dict[Path, int],
         entries: dict[Path, dict[str, Any]] | None = None,
+        index: dict[str, Any] | None = None,
     ):
         self.folder = folder
         self.paths = paths
@@ -30,6 +34,21 @@ class ShardSet:
         self.nsamples = nsamples
         # Each shard's index.json entry (url, filesize, sha256); without an index, its name.
         self.entries = entries or {p: {"url": p.name} for p in paths}
+        # index.json itself (its tokenizer, its clean output), None without one.
+        self.index = index or {}
+
+    @property
+    def kind(self) -> str:
+        """`text` (tar shards of text), `tokens` (tar shards of `.npy` ids) or `megatron`."""
+        if self.index.get("__kind__") == MEGATRON_KIND:
+            return "megatron"
+        return "tokens" if self.index.get("tokenizer") else "text"
+
+    @property
+    def dtype_bytes(self) -> int | None:
+        """Bytes an id takes in a token shard (None for text)."""
+        dtype = (self.index.get("tokenizer") or {}).get("dtype")
+        return None if dtype is None else int(np.dtype(dtype).itemsize)
 
     @property
     def total_bytes(self) -> int:
@@ -58,7 +77,7 @@ def discover_shards(shards: str) -> ShardSet:
     if not isinstance(data, dict) or not isinstance(data.get("shardlist"), list):
         raise InputError(f"{index} has no `shardlist` list (expected the wids index form)")
     kind = data.get("__kind__")
-    if kind is not None and kind != INDEX_KIND:
+    if kind is not None and kind not in (INDEX_KIND, MEGATRON_KIND):
         raise InputError(f"{index}: __kind__ is {kind!r}, expected {INDEX_KIND!r}")
     paths: list[Path] = []
     nsamples: dict[Path, int] = {}
@@ -80,7 +99,7 @@ def discover_shards(shards: str) -> ShardSet:
             nsamples[path] = entry["nsamples"]
     if not paths:
         raise InputError(f"{index} lists no shards")
-    return ShardSet(folder, paths, INDEX_FILE, nsamples, entries)
+    return ShardSet(folder, paths, INDEX_FILE, nsamples, entries, data)
 
 
 def check_shards(shards: ShardSet, used: Sequence[Path]) -> None:

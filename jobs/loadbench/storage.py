@@ -428,6 +428,104 @@ def load_with_tario(paths: Sequence[Path], text_exts: Sequence[str], chunk_size:
     return result
 
 
+def npy_ids(data: bytes) -> tuple[int, int]:
+    """(ids, bytes of ids) in an `.npy` member, from its header (NumPy's format 1.0 or 2.0)."""
+    major = data[6]
+    width = 2 if major == 1 else 4
+    header = 8 + width + int.from_bytes(data[8 : 8 + width], "little")
+    text = data[8 + width : header].decode("latin1")
+    itemsize = int(text.split("'descr': '", 1)[1].split("'", 1)[0][2:])
+    return (len(data) - header) // itemsize, len(data) - header
+
+
+def _drain_tokens(samples: Iterable[dict[str, Any]], start: float) -> Pass:
+    """Every sample's `.npy` ids: documents, ids (`extra['tokens']`) and their bytes."""
+    items = tokens = nbytes = 0
+    first: float | None = None
+    for sample in samples:
+        if first is None:
+            first = time.perf_counter() - start
+        items += 1
+        data = sample.get("npy")
+        if data is not None:
+            n, b = npy_ids(data)
+            tokens += n
+            nbytes += b
+    seconds = time.perf_counter() - start
+    return Pass(
+        seconds=seconds,
+        bytes=0,
+        device_bytes=None,
+        items=items,
+        docs=items,
+        text_bytes=nbytes,
+        first_item_s=first,
+        extra={"tokens": tokens},
+    )
+
+
+def load_token_tars(paths: Sequence[Path], chunk_size: int, reader: str = "tario") -> Pass:
+    """Every sample of WebDataset token shards (`.npy` ids), through the package's tar
+    reader or `webdataset.WebDataset`: ids a second, as a training loader gets them."""
+    with DeviceBytes() as dev:
+        start = time.perf_counter()
+        if reader == "webdataset":
+            import webdataset as wds
+
+            samples: Iterable[dict[str, Any]] = wds.WebDataset(
+                [str(p) for p in paths], shardshuffle=False, empty_check=False
+            )
+        else:
+            samples = tario.iter_shards(paths, chunk_size=chunk_size)
+        result = _drain_tokens(samples, start)
+    result.device_bytes = dev.bytes
+    result.bytes = sum(p.stat().st_size for p in paths)
+    return result
+
+
+def load_megatron(paths: Sequence[Path]) -> Pass:
+    """Every document of Megatron shards, as Megatron-LM's dataset reads them: the `.idx`
+    parsed, the `.bin` memory-mapped, each document's ids taken from it by its pointer and
+    touched (summed), so each page is read from storage."""
+    import numpy as np
+
+    from corpusclean.pipelines.megatron import read_index
+
+    docs = tokens = nbytes = 0
+    first: float | None = None
+    with DeviceBytes() as dev:
+        start = time.perf_counter()
+        for path in paths:
+            index = read_index(path.with_suffix(".idx").read_bytes())
+            if not index.tokens:
+                continue
+            dtype = index.dtype.newbyteorder("<")
+            ids = np.memmap(path, dtype=dtype, mode="r")
+            size = dtype.itemsize
+            for length, pointer in zip(
+                index.lengths.tolist(), index.pointers.tolist(), strict=True
+            ):
+                at = pointer // size
+                int(ids[at : at + length].sum(dtype=np.int64))
+                if first is None:
+                    first = time.perf_counter() - start
+            docs += len(index.lengths)
+            tokens += index.tokens
+            nbytes += index.bin_bytes
+            del ids
+        seconds = time.perf_counter() - start
+    return Pass(
+        seconds=seconds,
+        bytes=sum(p.stat().st_size for p in paths),
+        device_bytes=dev.bytes,
+        items=docs,
+        docs=docs,
+        text_bytes=nbytes,
+        first_item_s=first,
+        extra={"tokens": tokens},
+    )
+
+
 def load_with_webdataset(paths: Sequence[Path], text_exts: Sequence[str]) -> Pass:
     """Every sample of the shards through `webdataset.WebDataset`, as a training loader reads."""
     import webdataset as wds

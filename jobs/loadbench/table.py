@@ -69,6 +69,16 @@ def _reader_rows(name: str, r: dict[str, Any]) -> list[_Row]:
     """Rows of one loader: docs/s, text and tar MB/s, and time to the first sample."""
     label = name + (f" ({r['workers']} workers)" if r.get("workers") else "")
     cold, warm = r["cold"], r["warm"]
+    tokens: list[_Row] = []
+    if "tokens_s" in cold:
+        tokens = [
+            (
+                "  tokens/s",
+                _fmt(cold["tokens_s"]["median"]),
+                _fmt(warm["tokens_s"]["median"]),
+                _spread(cold["tokens_s"], warm["tokens_s"]),
+            )
+        ]
     return [
         (
             f"{label} docs/s",
@@ -82,6 +92,7 @@ def _reader_rows(name: str, r: dict[str, Any]) -> list[_Row]:
             f"{_fmt(warm['text_mb_s']['median'], 1)} | {_fmt(warm['file_mb_s']['median'], 1)}",
             "",
         ),
+        *tokens,
         (
             "  first sample ms",
             _fmt(_ms(cold["first_sample_s"]["median"]), 2),
@@ -146,6 +157,13 @@ def _summary_lines(report: dict[str, Any]) -> list[str]:
         f"{throughput.format_rate(report.get('loader_bytes_s') or 0)} "
         f"({report.get('loader_mb_s', {}).get('reader')})",
     ]
+    loader_tokens = report.get("loader_tokens_s")
+    if loader_tokens:
+        need = plan.get("tokens_s") or 0
+        lines.append(
+            f"tokens/s: best cold loader {_fmt(loader_tokens.get('cold'))} "
+            f"({loader_tokens.get('reader')}) against the run's {_fmt(need)}"
+        )
     for name, goal in (report.get("goals") or {}).items():
         if isinstance(goal, dict):
             state = "met" if goal["met"] else "NOT met"

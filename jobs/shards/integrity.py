@@ -18,6 +18,14 @@ from corpusclean.errors import RejectedError
 TAR_BLOCK = 512
 
 
+# A pack folder's index, written last (a folder with it is a finished pack), and its
+# `__kind__`: the wids shard-index form for tar shards; Megatron token shards take the same
+# layout under their own kind, as no wids reader takes a .bin.
+INDEX = "index.json"
+INDEX_KIND = "wids-shard-index-v1"
+MEGATRON_KIND = "corpusclean-megatron-index-v1"
+
+
 def size_problem(path: Path, entry: dict[str, Any]) -> str | None:
     """What is wrong with the shard's presence or size against its index entry, or None."""
     url = entry["url"]

@@ -85,7 +85,7 @@ from corpusclean.jobs.outputs.publish import MARKER, new_run_id
 from corpusclean.jobs.runtime.atomic import is_temp_of, write_bytes_atomic, write_text_atomic
 from corpusclean.jobs.runtime.log import info, warn
 from corpusclean.jobs.shards.card import CARD
-from corpusclean.jobs.shards.integrity import file_sha256
+from corpusclean.jobs.shards.integrity import INDEX, file_sha256
 from corpusclean.jobs.shards.staging import Staging, open_staging, owner, repair
 from corpusclean.jobs.shards.tokens import (
     MegatronShardWriter,
@@ -115,7 +115,6 @@ from corpusclean.schemas import DEFAULT_TEXT_COLUMN
 from corpusclean.testhook import hold
 
 JOB = "pack"
-INDEX = "index.json"
 STATS_DIR = "_stats"
 TMP_DIR = "_tmp"
 PARTS_DIR = "_parts"

@@ -292,12 +292,12 @@ def test_resume_after_a_crash_in_writing_or_numbering(
     W.unit_marker(out, 1).unlink()
     for stats in sorted(parts.glob("u000001-*.json"))[1:]:
         stats.unlink()
-    victim = W.part_files(out, 0, 1).tar
+    victim = W.part_files(out, 0, 1).data
     data = bytearray(victim.read_bytes())
     data[700] ^= 1
     victim.write_bytes(bytes(data))
     (out / W.TMP_DIR / "u000001-000003.tar.t9.part").write_bytes(b"partial")
-    kept = W.part_files(out, 1, 0).tar.stat()
+    kept = W.part_files(out, 1, 0).data.stat()
     unit_0_parts = json.loads(W.unit_marker(out, 0).read_text())["parts"]
     capsys.readouterr()
     assert pack(corpus[0], out, mode) == 0
@@ -359,7 +359,7 @@ def test_resume_repairs_what_a_crash_left_behind(
         m.setattr(pack_job, "number_parts", crash)
         with pytest.raises(RuntimeError):
             pack_job.pack(str(corpus[0]), str(out), config)
-    truncated, lost = W.part_files(out, 0, 1).tar, W.part_files(out, 2, 0).tar
+    truncated, lost = W.part_files(out, 0, 1).data, W.part_files(out, 2, 0).data
     truncated.write_bytes(truncated.read_bytes()[: -S.RECORD])
     lost.unlink()
     # and what a driver killed while writing index.json leaves
@@ -377,7 +377,7 @@ def test_resume_repairs_what_a_crash_left_behind(
         m.setattr(pack_job, "number_parts", crash)
         with pytest.raises(RuntimeError):
             pack_job.pack(str(corpus[0]), str(idx), config)
-    victim = W.part_files(idx, 1, 0).dali
+    victim = W.part_files(idx, 1, 0).idx
     victim.write_text(victim.read_text()[:40])
     capsys.readouterr()
     assert pack(corpus[0], idx, *sets) == 0
@@ -394,7 +394,7 @@ def test_resume_repairs_what_a_crash_left_behind(
     unit_of = _units_of_shards(cut)
     # then: junk where the last shard's part was (it is renamed already), the .idx of unit 1's
     # first shard lost, and a shard of unit 0 changed
-    pending = W.part_files(cut, 2, unit_of.count(2) - 1).tar
+    pending = W.part_files(cut, 2, unit_of.count(2) - 1).data
     assert unit_of[last] == 2 and not pending.exists()
     pending.write_bytes(b"junk")
     (cut / f"shard-{unit_of.index(1):06d}.idx").unlink()

@@ -191,9 +191,9 @@ def test_writer_commits_each_part_with_its_stats(tmp_path: Path) -> None:
     for part in range(3):
         files = W.part_files(out, 0, part)
         stats = json.loads(files.stats.read_text())
-        assert stats["sha256"] == file_sha256(str(files.tar))[1]
+        assert stats["sha256"] == file_sha256(str(files.data))[1]
         assert stats["fingerprint"] == "fp" and stats["filesize"] <= 71_680
-        assert files.dali.is_file()
+        assert files.idx.is_file()
         nsamples += stats["nsamples"]
     assert nsamples == 90
     assert list((out / W.TMP_DIR).iterdir()) == []
@@ -206,15 +206,15 @@ def test_a_task_killed_mid_part_leaves_only_committed_parts(tmp_path: Path) -> N
     with pytest.raises(RuntimeError, match="killed"):
         _rows(W.write_unit_parts(_batches(90, 16, fail_after=80), _spec(out)))
     assert _parts(out) == [0, 1] and not W.unit_marker(out, 0).exists()
-    assert not W.part_files(out, 0, 2).tar.exists()
+    assert not W.part_files(out, 0, 2).data.exists()
     assert list((out / W.TMP_DIR).iterdir()) == []
     # the rerun writes only the missing part, and it comes out as in an uninterrupted run
-    before = W.part_files(out, 0, 0).tar.stat().st_mtime_ns
+    before = W.part_files(out, 0, 0).data.stat().st_mtime_ns
     _rows(W.write_unit_parts(_batches(90, 16), _spec(out, frozenset({(0, 0), (0, 1)}))))
-    assert W.part_files(out, 0, 0).tar.stat().st_mtime_ns == before
+    assert W.part_files(out, 0, 0).data.stat().st_mtime_ns == before
     for part in range(3):
         a, b = W.part_files(out, 0, part), W.part_files(whole, 0, part)
-        assert a.tar.read_bytes() == b.tar.read_bytes()
+        assert a.data.read_bytes() == b.data.read_bytes()
 
 
 def test_a_task_writes_several_units_each_from_part_zero(tmp_path: Path) -> None:
@@ -231,8 +231,8 @@ def test_a_task_writes_several_units_each_from_part_zero(tmp_path: Path) -> None
         alone = _out(tmp_path, f"alone{unit}")
         _rows(W.write_unit_parts(_batches(40, 16, unit=unit), _spec(alone)))
         for part in (0, 1):
-            written = W.part_files(out, unit, part).tar.read_bytes()
-            assert written == W.part_files(alone, unit, part).tar.read_bytes()
+            written = W.part_files(out, unit, part).data.read_bytes()
+            assert written == W.part_files(alone, unit, part).data.read_bytes()
 
 
 def test_a_unit_seen_again_in_a_task_is_refused(tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_docs_per_sample_packs_jsonl_members(tmp_path: Path) -> None:
     assert rows == [{"unit": 0, "parts": 1, "docs": 10}]
     stats = json.loads(W.part_files(out, 0, 0).stats.read_text())
     assert stats["nsamples"] == 3 and stats["ndocs"] == 10
-    _assert_jsonl_samples(W.part_files(out, 0, 0).tar, lines, firsts=(0, 4, 8))
+    _assert_jsonl_samples(W.part_files(out, 0, 0).data, lines, firsts=(0, 4, 8))
 
 
 @pytest.mark.parametrize(("per_sample", "line_bytes"), [(2, 257), (3, 170), (7, 1), (256, 600)])
@@ -275,7 +275,7 @@ def test_jsonl_shards_keep_to_the_target(tmp_path: Path, per_sample: int, line_b
     )
     spec = W.UnitWriteSpec(str(out), per_sample, False, "fp", "doc_id", S.planning_target(target))
     parts = _rows(W.write_unit_parts(iter([batch]), spec))[0]["parts"]
-    sizes = [W.part_files(out, 0, j).tar.stat().st_size for j in range(int(parts))]
+    sizes = [W.part_files(out, 0, j).data.stat().st_size for j in range(int(parts))]
     assert len(sizes) > 2 and max(sizes) <= target
     # still well filled: all but the last more than half the target
     assert min(sizes[:-1]) > target / 2
@@ -325,9 +325,9 @@ def test_jsonl_samples_span_batches(tmp_path: Path) -> None:
     for name, cuts in (("whole", []), ("split", [1, 2, 7])):
         out = _out(tmp_path, name)
         _rows(W.write_unit_parts(batches(cuts), _spec(out, per_sample=4)))
-        shards.append(W.part_files(out, 0, 0).tar.read_bytes())
+        shards.append(W.part_files(out, 0, 0).data.read_bytes())
     assert shards[0] == shards[1]
-    _assert_jsonl_samples(W.part_files(tmp_path / "split", 0, 0).tar, lines, firsts=(0, 4, 8))
+    _assert_jsonl_samples(W.part_files(tmp_path / "split", 0, 0).data, lines, firsts=(0, 4, 8))
 
 
 # --------------------------------------------------------------------------- input order
@@ -379,9 +379,9 @@ def test_unit_writer_reads_the_text_from_the_file(tmp_path: Path) -> None:
     for part in range(rows[0]["parts"]):
         files = W.part_files(out, 0, part)
         stats = json.loads(files.stats.read_text())
-        assert stats["sha256"] == file_sha256(str(files.tar))[1] and stats["shard"] == part
-        assert files.tar.stat().st_size <= 4096 + 2 * S.BLOCK + S.RECORD
-        for sample in read_samples(open(files.tar, "rb"), files.tar.name):  # noqa: SIM115
+        assert stats["sha256"] == file_sha256(str(files.data))[1] and stats["shard"] == part
+        assert files.data.stat().st_size <= 4096 + 2 * S.BLOCK + S.RECORD
+        for sample in read_samples(open(files.data, "rb"), files.data.name):  # noqa: SIM115
             got.append((json.loads(sample["json"])["doc_id"], sample["txt"].decode()))
     assert got == [(f"d.{i}", t) for i, t in enumerate(texts)]
 
@@ -413,10 +413,10 @@ def test_a_unit_killed_mid_part_is_finished_by_writing_only_the_missing_parts(
     assert committed and not W.unit_marker(out, 0).exists()
     assert list((out / W.TMP_DIR).iterdir()) == []
     skip = frozenset((0, j) for j in committed)
-    before = {j: W.part_files(out, 0, j).tar.stat().st_mtime_ns for j in committed}
+    before = {j: W.part_files(out, 0, j).data.stat().st_mtime_ns for j in committed}
     _rows(W.write_unit_parts(_unit_batches(path, 230, 37), _unit_spec(out, path, skip)))
     for j in range(parts[0]["parts"]):
         a, b = W.part_files(out, 0, j), W.part_files(whole, 0, j)
-        assert a.tar.read_bytes() == b.tar.read_bytes()
+        assert a.data.read_bytes() == b.data.read_bytes()
         if j in before:
-            assert a.tar.stat().st_mtime_ns == before[j]
+            assert a.data.stat().st_mtime_ns == before[j]
