@@ -251,6 +251,33 @@ def _pack_not_clean(tmp: Path) -> list[str]:
     return ["pack", "--input", str(tmp / "in"), "--output", str(tmp / "out")]
 
 
+def _clean_unknown_tokenizer(tmp: Path) -> list[str]:
+    return [*_clean_args(_parquet(tmp, _table()), tmp), "--set", "tokens.tokenizer=gpt-5"]
+
+
+def _clean_tokens_column(tmp: Path) -> list[str]:
+    path = _parquet(tmp, _table(n_tokens=[1] * 50))
+    return [*_clean_args(path, tmp), "--set", "tokens.tokenizer=qwen2.5"]
+
+
+def _pack_unknown_tokenizer(tmp: Path) -> list[str]:
+    src = _make_clean_output(tmp, _table())
+    return ["pack", "--input", str(src), "--output", str(tmp / "out"), "--tokenizer", "gpt-5"]
+
+
+def _pack_not_a_tokenizer(tmp: Path) -> list[str]:
+    src = _make_clean_output(tmp, _table())
+    junk = tmp / "tokenizer.json"
+    junk.write_text("[1, 2, 3]")
+    return ["pack", "--input", str(src), "--output", str(tmp / "out"), "--tokenizer", str(junk)]
+
+
+def _pack_dtype_too_small(tmp: Path) -> list[str]:
+    src = _make_clean_output(tmp, _table())
+    args = ["pack", "--input", str(src), "--output", str(tmp / "out"), "--tokenizer", "qwen2.5"]
+    return [*args, "--set", "tokens.dtype=uint16"]
+
+
 def _pack_zero_byte(tmp: Path) -> list[str]:
     src = _make_clean_output(tmp, _table())
     (src / "data" / "part-00001.parquet").write_bytes(b"")
@@ -336,6 +363,8 @@ CASES = [
     Case("clean-config-out-of-range", _config_range, 1, ("gate.min_retention",)),
     Case("clean-bad-lines-value", _bad_lines_mode, 1, ("input.bad_lines",)),
     Case("clean-usage", _usage, 2, ()),
+    Case("clean-unknown-tokenizer", _clean_unknown_tokenizer, 1, ("'gpt-5'", "qwen2.5")),
+    Case("clean-n-tokens-column", _clean_tokens_column, 1, ("'n_tokens'", "rename")),
     Case("pack-missing-path", _pack_missing, 1, ("does not exist",)),
     Case("pack-not-a-clean-output", _pack_not_clean, 1, ("_SUCCESS",)),
     Case("pack-zero-byte-parquet", _pack_zero_byte, 1, ("part-00001.parquet",)),
@@ -345,6 +374,9 @@ CASES = [
     Case("pack-id-not-string", _pack_id_type, 1, ("'doc_id'", "not string")),
     Case("pack-output-is-input", _pack_out_is_in, 1, ("is the input",)),
     Case("pack-output-inside-input", _pack_out_inside, 1, ("inside it",)),
+    Case("pack-unknown-tokenizer", _pack_unknown_tokenizer, 1, ("'gpt-5'", "deepseek-v3")),
+    Case("pack-not-a-tokenizer", _pack_not_a_tokenizer, 1, ("not a readable tokenizer.json",)),
+    Case("pack-dtype-too-small", _pack_dtype_too_small, 1, ("tokens.dtype=uint16",)),
     Case("check-missing-path", _check_missing, 1, ("does not exist",)),
     Case("check-zero-byte-parquet", _check_zero_byte, 1, ("a.parquet", "empty (0 bytes)")),
     Case("sample-too-few-docs", _sample_too_few, 1, ("at least 100",)),

@@ -303,3 +303,60 @@ def test_bad_token_input_is_one_line_and_nothing_is_written(
     proc = _run("pack", "--input", str(unpublished), "--output", str(out), "--tokenizer", "qwen2.5")
     _one_line(proc, "not a published clean output")
     assert not out.exists(), "nothing written"
+
+
+BENCH_FAST = [
+    "--set",
+    "bench.runs=1",
+    "--set",
+    "bench.small_files=0",
+    "--set",
+    "bench.random_reads=50",
+]
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "webdataset"])
+def test_bench_measures_token_shards_in_tokens_per_second(
+    corpus: tuple[Path, pa.Table], tmp_path: Path, fmt: str
+) -> None:
+    from corpusclean.jobs import bench
+
+    clean, table = corpus
+    out = tmp_path / fmt
+    assert pack(clean, out, f"tokens.format={fmt}") == 0
+    report_path = tmp_path / "bench.json"
+    args = ["--shards", str(out), "--output", str(report_path), *BENCH_FAST]
+    assert bench.main(args) == 0
+    report = json.loads(report_path.read_text())
+    tokens = json.loads((out / "index.json").read_text())["totals"]["tokens"]
+    expected = ["megatron"] if fmt == "megatron" else ["tario", "webdataset"]
+    assert sorted(report["readers"]) == sorted(expected)
+    for reader in report["readers"].values():
+        assert reader["docs"] == table.num_rows
+        assert reader["text_bytes"] == tokens * 4, "the ids' bytes: int32"
+        assert reader["cold"]["tokens_s"]["median"] > 0
+    assert report["loader_tokens_s"]["cold"] > 0
+    assert report["bytes_per_token"] == 4.0 and "token shards" in report["bytes_per_token_source"]
+
+
+def test_bench_of_text_shards_takes_cleans_measured_bytes_per_token(
+    tmp_path: Path, corpus: tuple[Path, pa.Table]
+) -> None:
+    from corpusclean.jobs import bench, clean
+
+    _, table = corpus
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    pq.write_table(table, raw / "part-0.parquet")
+    cleaned = tmp_path / "clean"
+    args = ["--input", str(raw), "--output", str(cleaned), "--set", "audit.enabled=false"]
+    args += ["--set", "near_dedup.enabled=false"]
+    assert clean.main([*args, "--set", "tokens.tokenizer=qwen2.5"]) == 0
+    shards = tmp_path / "text"
+    assert main(["--input", str(cleaned), "--output", str(shards)]) == 0
+    report_path = tmp_path / "bench.json"
+    assert bench.main(["--shards", str(shards), "--output", str(report_path), *BENCH_FAST]) == 0
+    report = json.loads(report_path.read_text())
+    measured = json.loads((cleaned / "report.json").read_text())["tokens"]["bytes_per_token"]
+    assert report["bytes_per_token"] == measured
+    assert report["bytes_per_token_source"].startswith("measured: clean counted")

@@ -70,3 +70,26 @@ def test_an_index_that_is_not_one_is_refused() -> None:
             read_index(bad)
     with pytest.raises(ValueError, match="no dtype code"):
         index_bytes(np.array([1]), np.uint32)
+
+
+def test_npy_members_are_numpys_and_bench_counts_their_ids() -> None:
+    import io
+
+    import pyarrow as pa
+
+    from corpusclean.jobs.loadbench.storage import npy_ids
+    from corpusclean.jobs.shards.tokens import npy_members, npy_sizes
+
+    offsets = pa.array([0, 3, 3, 10**4 + 3], pa.int64())
+    ids = pa.array(np.arange(10**4 + 3) % 500, pa.int64())
+    tokens = pa.LargeListArray.from_arrays(offsets, ids.cast(pa.uint16()))
+    members = npy_members(tokens, np.dtype(np.uint16))
+    for i, data in enumerate(members.to_pylist()):
+        array = np.load(io.BytesIO(data))
+        assert array.dtype == np.uint16
+        assert array.tolist() == tokens[i].as_py()
+        assert npy_ids(data) == (array.size, array.size * 2)
+        assert len(data) == npy_sizes(tokens, np.dtype(np.uint16))[i]
+        buffer = io.BytesIO()
+        np.save(buffer, array)
+        assert buffer.getvalue() == data, "byte for byte what np.save writes"
