@@ -51,7 +51,6 @@ RAW_LINE = "raw_line"
 N_TOKENS = "n_tokens"
 
 
-
 def __getattr__(name: str) -> StructType:
     # DUPLICATES, the duplicates table's Spark schema, is built on first use: the names above
     # are read by commands that never start Spark (`corpusclean report`), and importing
