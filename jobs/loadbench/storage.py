@@ -396,15 +396,27 @@ def count_docs(sample: dict[str, Any], text_exts: Sequence[str]) -> tuple[int, i
     return docs, nbytes
 
 
-def _drain(samples: Iterable[dict[str, Any]], text_exts: Sequence[str], start: float) -> Pass:
-    items = docs = text_bytes = 0
+def _drain(
+    samples: Iterable[dict[str, Any]],
+    text_exts: Sequence[str],
+    start: float,
+    tokens: bool = False,
+) -> Pass:
+    """Every sample, counted: its documents and text bytes (`text_exts`), or with `tokens`
+    its `.npy` ids (`extra['tokens']`) and their bytes, a document a sample."""
+    items = docs = text_bytes = ids = 0
     first: float | None = None
     for sample in samples:
         if first is None:
             first = time.perf_counter() - start
         items += 1
-        d, b = count_docs(sample, text_exts)
-        docs += d
+        if tokens:
+            n, b = npy_ids(sample["npy"]) if "npy" in sample else (0, 0)
+            ids += n
+            docs += 1
+        else:
+            d, b = count_docs(sample, text_exts)
+            docs += d
         text_bytes += b
     seconds = time.perf_counter() - start
     return Pass(
@@ -415,6 +427,7 @@ def _drain(samples: Iterable[dict[str, Any]], text_exts: Sequence[str], start: f
         docs=docs,
         text_bytes=text_bytes,
         first_item_s=first,
+        extra={"tokens": ids} if tokens else {},
     )
 
 
@@ -438,32 +451,6 @@ def npy_ids(data: bytes) -> tuple[int, int]:
     return (len(data) - header) // itemsize, len(data) - header
 
 
-def _drain_tokens(samples: Iterable[dict[str, Any]], start: float) -> Pass:
-    """Every sample's `.npy` ids: documents, ids (`extra['tokens']`) and their bytes."""
-    items = tokens = nbytes = 0
-    first: float | None = None
-    for sample in samples:
-        if first is None:
-            first = time.perf_counter() - start
-        items += 1
-        data = sample.get("npy")
-        if data is not None:
-            n, b = npy_ids(data)
-            tokens += n
-            nbytes += b
-    seconds = time.perf_counter() - start
-    return Pass(
-        seconds=seconds,
-        bytes=0,
-        device_bytes=None,
-        items=items,
-        docs=items,
-        text_bytes=nbytes,
-        first_item_s=first,
-        extra={"tokens": tokens},
-    )
-
-
 def load_token_tars(paths: Sequence[Path], chunk_size: int, reader: str = "tario") -> Pass:
     """Every sample of WebDataset token shards (`.npy` ids), through the package's tar
     reader or `webdataset.WebDataset`: ids a second, as a training loader gets them."""
@@ -477,7 +464,7 @@ def load_token_tars(paths: Sequence[Path], chunk_size: int, reader: str = "tario
             )
         else:
             samples = tario.iter_shards(paths, chunk_size=chunk_size)
-        result = _drain_tokens(samples, start)
+        result = _drain(samples, (), start, tokens=True)
     result.device_bytes = dev.bytes
     result.bytes = sum(p.stat().st_size for p in paths)
     return result
