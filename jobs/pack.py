@@ -76,7 +76,6 @@ from corpusclean.jobs.shards.integrity import (
     MEGATRON_KIND,
     HashingReader,
     damaged_error,
-    file_sha256,
     read_samples,
     size_problem,
 )
@@ -881,16 +880,32 @@ def _ids_problem(url: str, ids: np.ndarray, vocab: int | None) -> str | None:
     return None
 
 
+def _bin_digest(path: Path, dtype: np.dtype) -> tuple[str, int, int]:
+    """(sha256, smallest id, largest id) of a Megatron .bin, in one read of the file."""
+    sha = hashlib.sha256()
+    low, high = 0, -1
+    dtype = dtype.newbyteorder("<")
+    # Whole ids a block, so no id is cut between two reads.
+    block = (8 << 20) - (8 << 20) % dtype.itemsize
+    with open(path, "rb") as fh:
+        while data := fh.read(block):
+            sha.update(data)
+            ids = np.frombuffer(data, dtype)
+            if ids.size:
+                low = int(ids.min()) if high < 0 else min(low, int(ids.min()))
+                high = max(high, int(ids.max()))
+    return sha.hexdigest(), low, high
+
+
 def _verify_megatron(root: Path, entry: dict[str, Any], vocab: int | None) -> str | None:
     """One Megatron shard against its entry: sizes and checksums of the .bin and .idx, the
-    .idx's own consistency with the .bin, documents and tokens, every id in the vocabulary."""
+    .idx's own consistency with the .bin, documents and tokens, every id in the vocabulary
+    (the .bin read once, for its checksum and its ids together)."""
     url = entry["url"]
     path = root / url
     problem = size_problem(path, entry)
     if problem is not None:
         return problem
-    if file_sha256(path)[1] != entry.get("sha256"):
-        return f"{url}: sha256 differs from the index"
     idx = root / entry.get("idx", Path(url).with_suffix(".idx").name)
     if not idx.is_file():
         return f"{idx.name}: missing Megatron index"
@@ -901,6 +916,9 @@ def _verify_megatron(root: Path, entry: dict[str, Any], vocab: int | None) -> st
         parsed = read_index(data)
     except ValueError as exc:
         return f"{idx.name}: not a Megatron index ({exc})"
+    sha, low, high = _bin_digest(path, parsed.dtype)
+    if sha != entry.get("sha256"):
+        return f"{url}: sha256 differs from the index"
     if parsed.bin_bytes != entry["filesize"]:
         return (
             f"{idx.name}: counts {parsed.bin_bytes:,} bytes of ids, {url} has {entry['filesize']:,}"
@@ -909,8 +927,7 @@ def _verify_megatron(root: Path, entry: dict[str, Any], vocab: int | None) -> st
         return f"{idx.name}: {parsed.lengths.size} documents, the index says {entry['ndocs']}"
     if parsed.tokens != entry.get("ntokens"):
         return f"{idx.name}: {parsed.tokens} tokens, the index says {entry.get('ntokens')}"
-    ids = np.memmap(path, dtype=parsed.dtype.newbyteorder("<"), mode="r") if parsed.tokens else None
-    return None if ids is None else _ids_problem(url, np.asarray(ids), vocab)
+    return _ids_problem(url, np.array([low, high]) if high >= 0 else np.zeros(0), vocab)
 
 
 def _npy_tokens(url: str, data: bytes, vocab: int | None) -> tuple[int, str | None]:

@@ -513,5 +513,10 @@ class TokenCount(TextFeature):
 
     def compute(self, texts: pa.Array) -> dict[str, pa.Array]:
         counts = worker_tokenizer(self.spec).count(texts)
-        offsets, _ = value_buffers(texts)
-        return {TOKENS: pa.array(counts), TEXT_BYTES: pa.array(np.diff(offsets))}
+        return {TOKENS: pa.array(counts), TEXT_BYTES: pa.array(text_bytes(texts))}
+
+
+def text_bytes(texts: pa.Array) -> np.ndarray:
+    """Each text's UTF-8 bytes (0 for a null), from the array's offsets."""
+    offsets, _ = value_buffers(texts)
+    return np.diff(offsets).astype(np.int64)

@@ -94,7 +94,6 @@ from corpusclean.jobs.shards.tokens import (
     flat_ids,
     npy_members,
     npy_sizes,
-    text_bytes,
     tokenize,
 )
 from corpusclean.pipelines.arrowbuf import as_binary, binary_array, value_buffers
@@ -111,6 +110,7 @@ from corpusclean.pipelines.shards import (
     safe_keys,
     ustar_headers,
 )
+from corpusclean.pipelines.tokenizers import text_bytes
 from corpusclean.schemas import DEFAULT_TEXT_COLUMN
 from corpusclean.testhook import hold
 

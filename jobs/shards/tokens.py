@@ -27,7 +27,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpusclean.pipelines.arrowbuf import value_buffers
 from corpusclean.pipelines.megatron import index_bytes
 from corpusclean.pipelines.tokenizers import TokenizerSpec, worker_tokenizer
 
@@ -260,9 +259,3 @@ class TokenCounts:
     def too_many(per: dict[str, list[int]]) -> bool:
         """Whether a breakdown column had too many values to keep."""
         return _TOO_MANY in per
-
-
-def text_bytes(texts: pa.Array) -> np.ndarray:
-    """Each text's UTF-8 bytes (0 for a null)."""
-    offsets, _ = value_buffers(texts)
-    return np.diff(offsets).astype(np.int64)
